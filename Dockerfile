@@ -1,0 +1,17 @@
+FROM python:3.11-slim
+
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1
+
+WORKDIR /app
+COPY pyproject.toml README.md ./
+COPY domain ./domain
+COPY projections ./projections
+COPY api ./api
+RUN pip install . && useradd --system --home-dir /app memledger
+
+USER memledger
+EXPOSE 8000
+CMD ["memledger", "serve", "--host", "0.0.0.0", "--port", "8000"]

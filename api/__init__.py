@@ -1,0 +1,1 @@
+"""HTTP API, command line and wiring of memledger."""
