@@ -1,0 +1,78 @@
+"""Wiring, done once: settings -> database -> keyring -> ledger."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from psycopg.conninfo import conninfo_to_dict
+
+from api.embedded import ensure_schema, start_embedded_postgres
+from api.settings import Settings
+from domain.ledger.keyring import KeyringError, MasterKeyring, generate_master_key
+from domain.ledger.ledger import MemoryLedger
+
+__all__ = ["build_ledger", "master_keyring", "postgres_env", "resolve_database_url"]
+
+
+def resolve_database_url(settings: Settings) -> str:
+    """The configured database, or an embedded one under the data folder (said on stderr)."""
+    if settings.database_url:
+        return settings.database_url
+    return start_embedded_postgres(settings.data_dir / "postgres")
+
+
+def postgres_env(settings: Settings, database_url: str) -> dict[str, str]:
+    """The eventsourcing POSTGRES_* settings for a libpq URL."""
+    info = conninfo_to_dict(database_url)
+    return {
+        "POSTGRES_DBNAME": str(info.get("dbname") or "postgres"),
+        "POSTGRES_HOST": str(info.get("host") or "localhost"),
+        "POSTGRES_PORT": str(info.get("port") or "5432"),
+        "POSTGRES_USER": str(info.get("user") or "postgres"),
+        "POSTGRES_PASSWORD": str(info.get("password") or ""),
+        "POSTGRES_SCHEMA": settings.db_schema,
+        "POSTGRES_CONNECT_TIMEOUT": str(settings.connect_timeout),
+        "POSTGRES_LOCK_TIMEOUT": str(settings.lock_timeout),
+        "POSTGRES_IDLE_IN_TRANSACTION_SESSION_TIMEOUT": str(settings.idle_in_transaction_timeout),
+        "POSTGRES_POOL_SIZE": str(settings.pool_size),
+        "POSTGRES_MAX_OVERFLOW": str(settings.max_overflow),
+        "POSTGRES_PRE_PING": "y",
+        # Off on purpose: with it, a tailing reader can skip events committed out of order.
+        "POSTGRES_ENABLE_DB_FUNCTIONS": "n",
+    }
+
+
+def master_keyring(settings: Settings) -> MasterKeyring:
+    """The master keys from settings; in dev mode a generated key file under the data folder."""
+    if settings.master_key is not None:
+        return MasterKeyring.from_base64(settings.master_key.get_secret_value().split(","))
+    path = settings.master_key_file
+    if path is None and settings.dev:
+        path = settings.data_dir / "master.key"
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as handle:
+                handle.write(generate_master_key() + "\n")
+            print(f"memledger: dev mode generated a master key in {path}", file=sys.stderr)
+    if path is None:
+        raise KeyringError(
+            "no master key: set MEMLEDGER_MASTER_KEY or MEMLEDGER_MASTER_KEY_FILE (or use --dev)"
+        )
+    return MasterKeyring.from_base64(_key_lines(path))
+
+
+def _key_lines(path: Path) -> list[str]:
+    lines = [line.strip() for line in path.read_text().splitlines()]
+    return [line for line in lines if line and not line.startswith("#")]
+
+
+def build_ledger(settings: Settings, database_url: str | None = None) -> MemoryLedger:
+    """The ledger on the configured database and schema (created when missing)."""
+    url = database_url or resolve_database_url(settings)
+    ensure_schema(url, settings.db_schema)
+    return MemoryLedger(
+        postgres_env(settings, url), master_keyring(settings), key_cache_ttl=settings.key_cache_ttl
+    )

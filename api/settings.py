@@ -1,0 +1,48 @@
+"""The one validated settings object: every configurable value, read from MEMLEDGER_* variables."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import AliasChoices, Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+__all__ = ["Settings"]
+
+
+class Settings(BaseSettings):
+    """memledger configuration; nothing else in the code reads the environment."""
+
+    model_config = SettingsConfigDict(env_prefix="MEMLEDGER_", extra="ignore", frozen=True)
+
+    database_url: str | None = Field(
+        None, description="libpq URL; unset: an embedded PostgreSQL under data_dir"
+    )
+    db_schema: str = Field(
+        "memledger",
+        validation_alias=AliasChoices("MEMLEDGER_SCHEMA", "db_schema"),
+        pattern=r"^[a-z_][a-z0-9_]{0,62}$",
+        description="PostgreSQL schema holding the ledger and projections",
+    )
+    data_dir: Path = Field(Path(".memledger"), description="local data folder (embedded DB, dev keys)")
+    master_key: SecretStr | None = Field(
+        None, description="comma-separated base64 256-bit keys; the first wraps new data keys"
+    )
+    master_key_file: Path | None = Field(None, description="file with one base64 key per line")
+    jwt_secret: SecretStr | None = Field(None, description="HS256 secret for bearer tokens")
+    dev: bool = Field(False, description="local development: generate missing secrets under data_dir")
+    pool_size: int = Field(5, ge=1, le=100)
+    max_overflow: int = Field(10, ge=0, le=100)
+    connect_timeout: int = Field(5, ge=1, le=60, description="seconds")
+    lock_timeout: int = Field(5, ge=1, le=300, description="seconds")
+    idle_in_transaction_timeout: int = Field(10, ge=1, le=600, description="seconds")
+    key_cache_ttl: float = Field(30.0, ge=0, le=3600, description="seconds a data key is cached")
+    host: str = "127.0.0.1"
+    port: int = Field(8000, ge=1, le=65535)
+
+    @field_validator("database_url")
+    @classmethod
+    def _postgres_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("postgresql://", "postgres://")):
+            raise ValueError("must be a postgresql:// URL")
+        return value or None

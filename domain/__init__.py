@@ -1,0 +1,1 @@
+"""memledger write side: aggregates, their events, commands and the crypto-shredding ledger."""

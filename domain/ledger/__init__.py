@@ -1,0 +1,1 @@
+"""The ledger: the eventsourcing application, its crypto-shredding mapper, key store and recorder."""

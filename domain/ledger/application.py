@@ -1,0 +1,174 @@
+"""MemoryLedger: the commands of sections 8-9, each one transaction on the PostgreSQL ledger."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
+from datetime import UTC, datetime
+from typing import Any, Final, TypeVar
+from uuid import UUID
+
+from eventsourcing.application import AggregateNotFoundError, Application
+from eventsourcing.persistence import IntegrityError, PersistenceError
+from eventsourcing.utils import Environment, get_topic
+from psycopg.sql import SQL
+
+from domain.errors import KeyExists, LedgerUnavailable, MemoryForgotten, NotFound
+from domain.ledger.keyring import MasterKeyring
+from domain.ledger.keystore import DataKeyStore, NewDataKey
+from domain.ledger.recorder import Claim, LedgerRecorder
+from domain.ledger.sealing import SealingMapper
+from domain.ledger.tables import KEY_CLAIMS, table
+from domain.ledger.views import MemoryView, Outcome
+from domain.model.candidate import MemoryCandidate
+from domain.model.memory import Memory
+from domain.model.text import normalise_content
+from domain.model.values import Scope
+
+__all__ = ["LedgerBase", "UNSET"]
+
+T = TypeVar("T")
+UNSET: Final[Any] = object()
+"""Marks an optional command argument the caller did not give (None means 'clear it')."""
+
+_ATTEMPTS: Final = 8
+
+
+class _Retry(Exception):
+    """A concurrent writer won a race; run the command body again on fresh state."""
+
+
+class LedgerBase(Application[UUID]):
+    """Infrastructure shared by the command modules: keys, saving, loading and retries."""
+
+    name = "MemLedger"
+    env: Mapping[str, str] = {  # type: ignore[assignment]
+        "PERSISTENCE_MODULE": "eventsourcing.postgres",
+        "APPLICATION_RECORDER_TOPIC": get_topic(LedgerRecorder),
+    }
+
+    def __init__(
+        self,
+        env: Mapping[str, str],
+        keyring: MasterKeyring,
+        *,
+        key_cache_ttl: float = 30.0,
+        clock: Callable[[], datetime] | None = None,
+    ) -> None:
+        self.keyring = keyring
+        self._key_cache_ttl = key_cache_ttl
+        self.clock = clock or (lambda: datetime.now(UTC))
+        super().__init__(env=dict(env))
+        self._schema: str = self.factory.datastore.schema or "public"  # type: ignore[attr-defined]
+        self._find_claim = SQL("SELECT memory_id FROM {} WHERE claim = %s").format(
+            table(self._schema, KEY_CLAIMS)
+        )
+
+    def construct_env(self, name: str, env: Mapping[str, str] | None = None) -> Environment:
+        # Configuration comes only from the settings object, never from os.environ here.
+        return Environment(name, {**type(self).env, **(env or {})})
+
+    def construct_mapper(self) -> SealingMapper:  # type: ignore[override]
+        datastore = self.factory.datastore  # type: ignore[attr-defined]
+        self.keys = DataKeyStore(datastore, self.keyring, cache_ttl=self._key_cache_ttl)
+        return SealingMapper(self.construct_transcoder(), self.keys)
+
+    # -- keyed hashes ------------------------------------------------------------------------
+
+    def content_hash(self, key_id: UUID, content: str) -> str:
+        """Keyed hash of normalised content; uncheckable once the memory's key is shredded."""
+        key = self.keys.get(key_id)
+        assert key is not None, "content hashes are made while the key exists"
+        return self.keys.keyed_hash(key, "content", normalise_content(content))
+
+    def claim_for(self, user_id: str, scope: Scope, memory_key: str) -> str:
+        """Keyed hash of (scope, key) under the user's key: reveals no key in clear."""
+        return self.keys.keyed_hash(
+            self.keys.user_key(user_id), "claim", scope.label(), memory_key
+        )
+
+    def fingerprint(
+        self, user_id: str, scope: Scope, memory_key: str, content: str, category: str
+    ) -> str:
+        """Keyed fingerprint of a normalised proposal, for recognising it without its text."""
+        return self.keys.keyed_hash(
+            self.keys.user_key(user_id), "proposal", scope.label(), memory_key,
+            normalise_content(content), category,
+        )
+
+    # -- loading -----------------------------------------------------------------------------
+
+    def _load(self, cls: type[T], user_id: str, aggregate_id: UUID) -> T:
+        try:
+            aggregate = self.repository.get(aggregate_id)
+        except AggregateNotFoundError:
+            raise NotFound(f"{cls.__name__} {aggregate_id} not found") from None
+        if not isinstance(aggregate, cls) or getattr(aggregate, "user_id", None) != user_id:
+            raise NotFound(f"{cls.__name__} {aggregate_id} not found")
+        return aggregate
+
+    def _memory(self, user_id: str, memory_id: UUID, *, live: bool = True) -> Memory:
+        memory = self._load(Memory, user_id, memory_id)
+        if live and memory.is_forgotten:
+            raise MemoryForgotten(memory_id)
+        return memory
+
+    def _candidate(self, user_id: str, candidate_id: UUID) -> MemoryCandidate:
+        return self._load(MemoryCandidate, user_id, candidate_id)
+
+    def _find_by_key(self, user_id: str, scope: Scope, memory_key: str) -> Memory | None:
+        claim = self.claim_for(user_id, scope, memory_key)
+        with self._read() as curs:
+            curs.execute(self._find_claim, (claim,))
+            row = curs.fetchone()
+        if row is None:
+            return None
+        return self._memory(user_id, row["memory_id"], live=False)
+
+    def _read(self) -> AbstractContextManager[Any]:
+        """A cursor in a read-only transaction on the ledger's database."""
+        return self.factory.datastore.transaction(commit=False)  # type: ignore[attr-defined,no-any-return]
+
+    def get_memory(self, user_id: str, memory_id: UUID) -> MemoryView:
+        """The current state of one of the user's memories (NotFound / MemoryForgotten)."""
+        return MemoryView.of(self._memory(user_id, memory_id))
+
+    # -- saving ------------------------------------------------------------------------------
+
+    def _save(
+        self, *aggregates: Any, new_keys: Sequence[NewDataKey] = (), **changes: Any
+    ) -> int | None:
+        """Save aggregates and side-table changes atomically; returns the last position."""
+        try:
+            recordings = self.save(*aggregates, new_keys=new_keys, **changes)
+        except IntegrityError as error:
+            self.keys.discard(new_keys)
+            constraint = getattr(getattr(error.__cause__, "diag", None), "constraint_name", "")
+            if constraint and KEY_CLAIMS in constraint:
+                raise _Retry("key claimed concurrently") from error
+            raise _Retry("aggregate changed concurrently") from error
+        except PersistenceError as error:
+            self.keys.discard(new_keys)
+            raise LedgerUnavailable(str(error)) from error
+        except BaseException:
+            self.keys.discard(new_keys)
+            raise
+        self.keys.unstage(new_keys)
+        return recordings[-1].notification.id if recordings else None
+
+    def _retrying(self, body: Callable[[], T]) -> T:
+        """Run a command body until it saves without losing a race (bounded)."""
+        for _ in range(_ATTEMPTS - 1):
+            try:
+                return body()
+            except _Retry:
+                continue
+        try:
+            return body()
+        except _Retry as error:
+            raise LedgerUnavailable("too much contention on this memory; retry") from error
+
+    def _existing_outcome(self, existing: Memory, content: str) -> Outcome:
+        if existing.has_same_content(content):
+            return Outcome("unchanged", MemoryView.of(existing))
+        raise KeyExists(existing.id)

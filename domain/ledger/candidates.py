@@ -1,0 +1,247 @@
+"""Commands on candidates: propose, accept (with edits), reject, expire (section 8, 9.3)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Final
+from uuid import UUID, uuid4
+
+from psycopg.sql import SQL
+
+from domain.errors import CandidateNotPending, InvalidInput, RevisionConflict
+from domain.ledger.application import UNSET
+from domain.ledger.memories import MemoryCommands
+from domain.ledger.recorder import Fingerprint
+from domain.ledger.tables import FINGERPRINTS, table
+from domain.ledger.views import CandidateView, MemoryView, Outcome
+from domain.model.candidate import CANDIDATE_TTL, MemoryCandidate
+from domain.model.memory import Memory
+from domain.model.values import Scope, check_category, check_content, check_key
+
+__all__ = ["REJECTION_MEMORY", "CandidateCommands"]
+
+REJECTION_MEMORY: Final = CANDIDATE_TTL
+"""How long a rejected proposal is recognised and not proposed again."""
+
+
+class CandidateCommands(MemoryCommands):
+    """Inferred information becomes a candidate; only the user's decision makes it a memory."""
+
+    def propose_candidate(
+        self,
+        user_id: str,
+        *,
+        operation: str,
+        scope: Scope,
+        memory_key: str,
+        content: str,
+        category: str,
+        target_memory_id: UUID | None = None,
+        expected_revision: int | None = None,
+        source_conversation_id: str | None = None,
+    ) -> Outcome:
+        """Record a proposal: `candidate_created`, `duplicate` or `previously_rejected`."""
+        MemoryCandidate.check_operation(operation, target_memory_id)
+        key, text, category = check_key(memory_key), check_content(content), check_category(category)
+        if target_memory_id is not None:
+            target = self._memory(user_id, target_memory_id)
+            expected_revision = expected_revision or target.revision
+        print_ = self.fingerprint(user_id, scope, key, text, category)
+
+        def attempt() -> Outcome:
+            now = self.clock()
+            known = self._known_proposal(user_id, print_, now)
+            if known is not None:
+                state, candidate_id = known
+                if state == "rejected":
+                    return Outcome("previously_rejected")
+                return Outcome("duplicate", candidate=CandidateView.of(
+                    self._candidate(user_id, candidate_id)))
+            candidate_id = uuid4()
+            new_key = self.keys.stage(candidate_id, user_id, "candidate", target_memory_id)
+            candidate = MemoryCandidate.new(
+                candidate_id, user_id=user_id, operation=operation,
+                target_memory_id=target_memory_id, expected_revision=expected_revision,
+                proposed_scope_type=scope.scope_type, proposed_workspace_type=scope.workspace_type,
+                proposed_key=key, proposed_content=text, proposed_category=category,
+                source_conversation_id=source_conversation_id, expires_at=now + CANDIDATE_TTL,
+            )
+            position = self._save(
+                candidate, new_keys=[new_key],
+                fingerprints=[Fingerprint(candidate_id, user_id, print_, target_memory_id,
+                                          "pending", now)],
+            )
+            return Outcome("candidate_created", candidate=CandidateView.of(candidate),
+                           position=position)
+
+        return self._retrying(attempt)
+
+    def accept_candidate(
+        self,
+        user_id: str,
+        candidate_id: UUID,
+        *,
+        content: str | None = None,
+        category: str | None = None,
+        scope_type: Any = UNSET,
+        workspace_type: Any = UNSET,
+    ) -> Outcome:
+        """Turn a pending candidate into a memory, with optional edits; stale target: conflict."""
+        text = None if content is None else check_content(content)
+        category = None if category is None else check_category(category)
+
+        def attempt() -> Outcome:
+            candidate = self._pending(user_id, candidate_id)
+            if candidate.operation == "create":
+                return self._accept_create(candidate, text, category, scope_type, workspace_type)
+            if scope_type is not UNSET or workspace_type is not UNSET:
+                raise InvalidInput("scope_type", "only a create candidate's scope can be edited")
+            return self._accept_change(candidate, text, category)
+
+        return self._retrying(attempt)
+
+    def reject_candidate(self, user_id: str, candidate_id: UUID) -> Outcome:
+        """Reject: shred the proposal, keep its keyed fingerprint to recognise repeats."""
+
+        def attempt() -> Outcome:
+            candidate = self._pending(user_id, candidate_id)
+            print_ = self.fingerprint(
+                user_id, Scope(candidate.proposed_scope_type, candidate.proposed_workspace_type),
+                candidate.proposed_key, candidate.proposed_content, candidate.proposed_category,
+            )
+            candidate.reject(print_)
+            position = self._save(
+                candidate, shred_keys=[candidate.id],
+                fingerprints=[self._print(candidate, print_, "rejected")],
+            )
+            self.keys.forget_cached([candidate.id])
+            return Outcome("rejected", candidate=CandidateView.of(candidate), position=position)
+
+        return self._retrying(attempt)
+
+    def expire_candidate(self, candidate_id: UUID) -> Outcome:
+        """Expire a pending candidate past its expiry (a sweeper calls this); shreds it."""
+
+        def attempt() -> Outcome:
+            candidate = self.repository.get(candidate_id)
+            if not isinstance(candidate, MemoryCandidate) or not candidate.is_due(self.clock()):
+                return Outcome("unchanged")
+            return self._expire(candidate)
+
+        return self._retrying(attempt)
+
+    def get_candidate(self, user_id: str, candidate_id: UUID) -> CandidateView:
+        """One of the user's candidates, in any state."""
+        return CandidateView.of(self._candidate(user_id, candidate_id))
+
+    # -- helpers -----------------------------------------------------------------------------
+
+    def _pending(self, user_id: str, candidate_id: UUID) -> MemoryCandidate:
+        candidate = self._candidate(user_id, candidate_id)
+        if candidate.is_due(self.clock()):
+            self._expire(candidate)
+            raise CandidateNotPending("expired")
+        if candidate.status != "pending":
+            raise CandidateNotPending(candidate.status)
+        return candidate
+
+    def _expire(self, candidate: MemoryCandidate) -> Outcome:
+        print_ = self._stored_print(candidate.id)
+        candidate.expire()
+        position = self._save(candidate, shred_keys=[candidate.id],
+                              fingerprints=[self._print(candidate, print_, "closed")])
+        self.keys.forget_cached([candidate.id])
+        return Outcome("expired", candidate=CandidateView.of(candidate), position=position)
+
+    def _accept_create(
+        self, candidate: MemoryCandidate, text: str | None, category: str | None,
+        scope_type: Any, workspace_type: Any,
+    ) -> Outcome:
+        if scope_type is UNSET and workspace_type is UNSET:
+            scope = Scope(candidate.proposed_scope_type, candidate.proposed_workspace_type)
+        else:
+            scope = Scope(
+                candidate.proposed_scope_type if scope_type is UNSET else scope_type,
+                None if workspace_type is UNSET else workspace_type,
+            )
+        key = check_key(candidate.proposed_key)
+        final_text = text or candidate.proposed_content
+        final_category = category or candidate.proposed_category
+        existing = self._find_by_key(candidate.user_id, scope, key)
+        if existing is not None:
+            # Same content already live: accepting links to it; different content: conflict.
+            self._existing_outcome(existing, final_text)
+            memory, saved = existing, []
+        else:
+            memory, new_key, claim = self._build(
+                candidate.user_id, scope, key, final_text, final_category, "confirmed",
+                "candidate", candidate.id, None, None,
+            )
+            saved = [new_key]
+        candidate.accept(
+            resulting_memory_id=memory.id, edited_content=text, edited_category=category,
+            edited_scope_type=None if scope_type is UNSET else scope_type,
+            edited_workspace_type=None if workspace_type is UNSET else workspace_type,
+        )
+        position = self._save(
+            memory, candidate, new_keys=saved, claims=[claim] if saved else [],
+            link_keys=[(candidate.id, memory.id)],
+            fingerprints=[self._print(candidate, self._stored_print(candidate.id), "closed",
+                                      memory.id)],
+        )
+        return Outcome("accepted", MemoryView.of(memory), CandidateView.of(candidate), position)
+
+    def _accept_change(
+        self, candidate: MemoryCandidate, text: str | None, category: str | None
+    ) -> Outcome:
+        assert candidate.target_memory_id is not None
+        memory: Memory = self._memory(candidate.user_id, candidate.target_memory_id)
+        if memory.revision != candidate.expected_revision:
+            raise RevisionConflict(memory.revision)
+        final_text = text or candidate.proposed_content
+        memory.change_content(
+            expected_revision=candidate.expected_revision, content=final_text,
+            content_hash=self.content_hash(memory.id, final_text),
+            category=category or candidate.proposed_category, changed_via="candidate",
+            replace=candidate.operation == "replace", source_candidate_id=candidate.id,
+        )
+        candidate.accept(resulting_memory_id=memory.id, edited_content=text,
+                         edited_category=category)
+        position = self._save(
+            memory, candidate,
+            fingerprints=[self._print(candidate, self._stored_print(candidate.id), "closed")],
+        )
+        return Outcome("accepted", MemoryView.of(memory), CandidateView.of(candidate), position)
+
+    def _print(
+        self, candidate: MemoryCandidate, fingerprint: str, state: str,
+        subject: UUID | None = None,
+    ) -> Fingerprint:
+        return Fingerprint(candidate.id, candidate.user_id, fingerprint,
+                           subject or candidate.target_memory_id, state, self.clock())
+
+    def _stored_print(self, candidate_id: UUID) -> str:
+        with self._read() as curs:
+            curs.execute(SQL("SELECT fingerprint FROM {} WHERE candidate_id = %s").format(
+                self._prints), (candidate_id,))
+            row = curs.fetchone()
+        return row["fingerprint"] if row else ""
+
+    def _known_proposal(
+        self, user_id: str, fingerprint: str, now: datetime
+    ) -> tuple[str, UUID] | None:
+        with self._read() as curs:
+            curs.execute(
+                SQL(
+                    "SELECT state, candidate_id FROM {} WHERE user_id = %s AND fingerprint = %s"
+                    " AND (state = 'pending' OR (state = 'rejected' AND changed_at > %s))"
+                    " ORDER BY state = 'pending' DESC LIMIT 1"
+                ).format(self._prints),
+                (user_id, fingerprint, now - REJECTION_MEMORY),
+            )
+            row = curs.fetchone()
+        return None if row is None else (row["state"], row["candidate_id"])
+
+    @property
+    def _prints(self) -> Any:
+        return table(self._schema, FINGERPRINTS)

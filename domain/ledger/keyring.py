@@ -1,0 +1,81 @@
+"""Master keys: they wrap every data key and never enter the database."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+__all__ = ["KeyringError", "MasterKeyring", "generate_master_key"]
+
+_NONCE = 12
+
+
+class KeyringError(Exception):
+    """The master key configuration is unusable, or a wrapped key cannot be opened."""
+
+
+def generate_master_key() -> str:
+    """A new random 256-bit master key, base64 encoded (for configuration files)."""
+    return base64.b64encode(os.urandom(32)).decode()
+
+
+def _key_id(key: bytes) -> str:
+    # A public, stable name for a key that reveals nothing about it.
+    return hmac.new(key, b"memledger master key id", hashlib.sha256).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class MasterKeyring:
+    """The active master key (wraps new data keys) and retired ones (only unwrap).
+
+    Build it with `from_base64`: the first key is active. To rotate, put the new key first,
+    keep the old ones after it, run the rotation (which re-wraps every data key), then drop them.
+    """
+
+    keys: dict[str, bytes]
+    active_id: str
+    _ciphers: dict[str, AESGCM] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_base64(cls, encoded: Sequence[str]) -> MasterKeyring:
+        """Parse base64 keys of 32 bytes each; the first one is active."""
+        if not encoded:
+            raise KeyringError("no master key configured")
+        keys: dict[str, bytes] = {}
+        for item in encoded:
+            try:
+                raw = base64.b64decode(item.strip(), validate=True)
+            except ValueError as error:
+                raise KeyringError("a master key is not valid base64") from error
+            if len(raw) != 32:
+                raise KeyringError("a master key must be 32 bytes (256 bits)")
+            keys.setdefault(_key_id(raw), raw)
+        active_id = _key_id(base64.b64decode(encoded[0].strip()))
+        return cls(keys=keys, active_id=active_id)
+
+    def wrap(self, key_id: bytes, data_key: bytes) -> tuple[str, bytes]:
+        """Encrypt a data key under the active master key: (master key id, nonce + ciphertext)."""
+        nonce = os.urandom(_NONCE)
+        sealed = self._cipher(self.active_id).encrypt(nonce, data_key, key_id)
+        return self.active_id, nonce + sealed
+
+    def unwrap(self, master_id: str, key_id: bytes, wrapped: bytes) -> bytes:
+        """Decrypt a data key wrapped by `wrap` under the master key `master_id`."""
+        if master_id not in self.keys:
+            raise KeyringError(f"master key {master_id} is not configured")
+        try:
+            return self._cipher(master_id).decrypt(wrapped[:_NONCE], wrapped[_NONCE:], key_id)
+        except Exception as error:
+            raise KeyringError("a data key failed authentication") from error
+
+    def _cipher(self, master_id: str) -> AESGCM:
+        cipher = self._ciphers.get(master_id)
+        if cipher is None:
+            cipher = self._ciphers[master_id] = AESGCM(self.keys[master_id])
+        return cipher

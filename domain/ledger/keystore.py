@@ -1,0 +1,234 @@
+"""Per-aggregate data keys: create, cache, look up, shred and re-wrap (crypto-shredding)."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, Final
+from uuid import NAMESPACE_URL, UUID, uuid5
+
+from psycopg.sql import SQL
+
+from domain.ledger.keyring import MasterKeyring
+from domain.ledger.tables import DATA_KEYS, table
+
+__all__ = ["DataKeyStore", "NewDataKey", "user_key_id"]
+
+_USER_KEYS: Final = uuid5(NAMESPACE_URL, "memledger:user-key")
+_MISSING: Final = b""
+
+
+def user_key_id(user_id: str) -> UUID:
+    """The id of the key that keys a user's claims and fingerprints."""
+    return uuid5(_USER_KEYS, user_id)
+
+
+@dataclass(frozen=True, slots=True)
+class NewDataKey:
+    """A freshly generated data key, wrapped, waiting to be inserted with its first events."""
+
+    key_id: UUID
+    user_id: str
+    kind: str
+    subject_memory_id: UUID | None
+    master_key_id: str
+    wrapped: bytes
+
+
+class DataKeyStore:
+    """Finds the data key of an aggregate; a destroyed key is gone for every reader.
+
+    Unwrapped keys are cached in this process for `cache_ttl` seconds at most, so a key shredded
+    by another process stops decrypting here within that time; a key shredded here is dropped
+    at once. Keys of aggregates being created are staged in memory until their save commits.
+    """
+
+    def __init__(
+        self,
+        datastore: Any,
+        keyring: MasterKeyring,
+        *,
+        cache_ttl: float = 30.0,
+        cache_size: int = 100_000,
+    ) -> None:
+        self._datastore = datastore
+        self._keyring = keyring
+        self._table = table(datastore.schema or "public", DATA_KEYS)
+        self._ttl = cache_ttl
+        self._size = cache_size
+        self._cache: OrderedDict[UUID, tuple[float, bytes]] = OrderedDict()
+        self._staged: dict[UUID, bytes] = {}
+        self._lock = threading.Lock()
+
+    # -- creating ----------------------------------------------------------------------------
+
+    def stage(self, key_id: UUID, user_id: str, kind: str, subject: UUID | None = None) -> NewDataKey:
+        """Generate a key for a new aggregate; it is usable at once and persisted by the save."""
+        raw = os.urandom(32)
+        master_id, wrapped = self._keyring.wrap(key_id.bytes, raw)
+        with self._lock:
+            self._staged[key_id] = raw
+        return NewDataKey(key_id, user_id, kind, subject, master_id, wrapped)
+
+    def unstage(self, keys: Iterable[NewDataKey]) -> None:
+        """Forget staged keys once their save committed (they are cached) or failed."""
+        with self._lock:
+            for key in keys:
+                raw = self._staged.pop(key.key_id, None)
+                if raw is not None:
+                    self._remember(key.key_id, raw)
+
+    def discard(self, keys: Iterable[NewDataKey]) -> None:
+        """Drop staged keys whose save failed."""
+        with self._lock:
+            for key in keys:
+                self._staged.pop(key.key_id, None)
+
+    def user_key(self, user_id: str) -> bytes:
+        """The user's own key (claims, fingerprints), created on first use."""
+        key_id = user_key_id(user_id)
+        raw = self.get(key_id)
+        if raw is not None:
+            return raw
+        new = self.stage(key_id, user_id, "user")
+        try:
+            with self._datastore.transaction(commit=True) as curs:
+                curs.execute(
+                    SQL(
+                        "INSERT INTO {} (key_id, user_id, kind, master_key_id, wrapped)"
+                        " VALUES (%s, %s, 'user', %s, %s) ON CONFLICT (key_id) DO NOTHING"
+                    ).format(self._table),
+                    (key_id, user_id, new.master_key_id, new.wrapped),
+                )
+        finally:
+            self.discard([new])
+        with self._lock:
+            self._cache.pop(key_id, None)
+        raw = self.get(key_id)
+        assert raw is not None
+        return raw
+
+    # -- reading -----------------------------------------------------------------------------
+
+    def get(self, key_id: UUID) -> bytes | None:
+        """The raw data key, or None when it was destroyed (or never existed)."""
+        with self._lock:
+            staged = self._staged.get(key_id)
+            if staged is not None:
+                return staged
+            cached = self._cached(key_id)
+        if cached is not None:
+            return cached or None
+        self.prefetch([key_id])
+        with self._lock:
+            cached = self._cached(key_id)
+        return cached or None
+
+    def prefetch(self, key_ids: Iterable[UUID]) -> None:
+        """Load many keys in one query (replays and rebuilds call this per batch)."""
+        wanted = [k for k in set(key_ids) if k not in self._staged]
+        if not wanted:
+            return
+        with self._datastore.transaction(commit=False) as curs:
+            curs.execute(
+                SQL(
+                    "SELECT key_id, master_key_id, wrapped FROM {} WHERE key_id = ANY(%s)"
+                ).format(self._table),
+                (wanted,),
+            )
+            rows = curs.fetchall()
+        found = {
+            row["key_id"]: self._keyring.unwrap(
+                row["master_key_id"], row["key_id"].bytes, bytes(row["wrapped"])
+            )
+            for row in rows
+        }
+        with self._lock:
+            for key_id in wanted:
+                self._remember(key_id, found.get(key_id, _MISSING))
+
+    def keyed_hash(self, key: bytes, *parts: str) -> str:
+        """HMAC-SHA256 over the parts: checkable only while `key` exists."""
+        message = "\x1f".join(parts).encode()
+        return hmac.new(key, message, hashlib.sha256).hexdigest()
+
+    def owned_keys(self, user_id: str, kind: str) -> list[UUID]:
+        """Ids of the live keys of one kind that belong to a user (e.g. all their memories)."""
+        with self._datastore.transaction(commit=False) as curs:
+            curs.execute(
+                SQL("SELECT key_id FROM {} WHERE user_id = %s AND kind = %s").format(self._table),
+                (user_id, kind),
+            )
+            return [row["key_id"] for row in curs.fetchall()]
+
+    # -- shredding and rotation --------------------------------------------------------------
+
+    def forget_cached(self, key_ids: Iterable[UUID]) -> None:
+        """Mark keys destroyed in this process (call after the shredding transaction)."""
+        with self._lock:
+            for key_id in key_ids:
+                self._staged.pop(key_id, None)
+                self._remember(key_id, _MISSING)
+
+    def forget_all_cached(self) -> None:
+        """Drop the whole cache (e.g. after erasing a user, whose keys are not all known)."""
+        with self._lock:
+            self._cache.clear()
+
+    def rotate(self, batch_size: int = 1000, progress: Callable[[int], None] | None = None) -> int:
+        """Re-wrap every data key not yet under the active master key; returns how many.
+
+        Events are never touched: only the wrapped copies in the key table change.
+        """
+        done = 0
+        active = self._keyring.active_id
+        while True:
+            with self._datastore.transaction(commit=True) as curs:
+                curs.execute(
+                    SQL(
+                        "SELECT key_id, master_key_id, wrapped FROM {} WHERE master_key_id <> %s"
+                        " LIMIT %s FOR UPDATE SKIP LOCKED"
+                    ).format(self._table),
+                    (active, batch_size),
+                )
+                rows = curs.fetchall()
+                for row in rows:
+                    raw = self._keyring.unwrap(
+                        row["master_key_id"], row["key_id"].bytes, bytes(row["wrapped"])
+                    )
+                    master_id, wrapped = self._keyring.wrap(row["key_id"].bytes, raw)
+                    curs.execute(
+                        SQL("UPDATE {} SET master_key_id = %s, wrapped = %s WHERE key_id = %s")
+                        .format(self._table),
+                        (master_id, wrapped, row["key_id"]),
+                    )
+            if not rows:
+                return done
+            done += len(rows)
+            if progress is not None:
+                progress(len(rows))
+
+    # -- cache internals (call with the lock held) -------------------------------------------
+
+    def _cached(self, key_id: UUID) -> bytes | None:
+        entry = self._cache.get(key_id)
+        if entry is None:
+            return None
+        expires, raw = entry
+        if raw and expires < time.monotonic():
+            del self._cache[key_id]
+            return None
+        return raw
+
+    def _remember(self, key_id: UUID, raw: bytes) -> None:
+        # A destroyed key never comes back, so a miss is cached for good (until evicted).
+        self._cache[key_id] = (time.monotonic() + self._ttl, raw)
+        self._cache.move_to_end(key_id)
+        while len(self._cache) > self._size:
+            self._cache.popitem(last=False)

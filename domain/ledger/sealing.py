@@ -1,0 +1,108 @@
+"""The crypto-shredding mapper: seals each event's personal fields with its aggregate's data key.
+
+Stored state of an event with personal fields:
+    b"MLS1" | len(clear) as 4 bytes | clear JSON | 12-byte nonce | AES-256-GCM ciphertext
+The associated data binds the ciphertext to the aggregate id, the event version, the topic and
+the clear part, so no sealed payload can be moved to another event or have its clear fields
+altered unnoticed. Events without personal fields are stored as plain JSON. When the data key is
+gone, every personal field reads as REDACTED instead of raising.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Final
+from uuid import UUID
+
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from eventsourcing.persistence import Mapper, MapperDeserialisationError, StoredEvent, Transcoder
+from eventsourcing.utils import get_topic, resolve_topic
+
+from domain.ledger.keystore import DataKeyStore
+from domain.model.events import REDACTED, personal_fields
+
+__all__ = ["MissingDataKey", "SealingMapper"]
+
+_MAGIC: Final = b"MLS1"
+_NONCE: Final = 12
+
+
+class MissingDataKey(Exception):
+    """An event with personal fields was written for an aggregate without a data key."""
+
+
+def _aad(originator_id: UUID, version: int, topic: str, clear: bytes) -> bytes:
+    return f"{originator_id}|{version}|{topic}|".encode() + clear
+
+
+class SealingMapper(Mapper[UUID]):
+    """A Mapper that encrypts personal fields per aggregate and redacts them once shredded."""
+
+    def __init__(self, transcoder: Transcoder, keys: DataKeyStore) -> None:
+        super().__init__(transcoder=transcoder)
+        self.keys = keys
+
+    def to_stored_event(self, domain_event: Any) -> StoredEvent:
+        """Encode an event, sealing its personal fields."""
+        cls = type(domain_event)
+        topic = get_topic(cls)
+        state = dict(vars(domain_event))
+        originator_id = state.pop("originator_id")
+        version = state.pop("originator_version")
+        class_version = getattr(cls, "class_version", 1)
+        if class_version > 1:
+            state["class_version"] = class_version
+        fields = personal_fields(cls)
+        if not fields:
+            return StoredEvent(originator_id, version, topic, self.transcoder.encode(state))
+        secret = {name: state.pop(name) for name in fields}
+        key = self.keys.get(originator_id)
+        if key is None:
+            raise MissingDataKey(f"no data key for {originator_id}")
+        clear = self.transcoder.encode(state)
+        nonce = os.urandom(_NONCE)
+        sealed = AESGCM(key).encrypt(
+            nonce, self.transcoder.encode(secret), _aad(originator_id, version, topic, clear)
+        )
+        stored = _MAGIC + len(clear).to_bytes(4, "big") + clear + nonce + sealed
+        return StoredEvent(originator_id, version, topic, stored)
+
+    def to_domain_event(self, stored_event: StoredEvent) -> Any:
+        """Decode an event; personal fields are REDACTED when the data key was destroyed."""
+        cls = resolve_topic(stored_event.topic)
+        state = self.decode_state(stored_event, personal_fields(cls))
+        state["originator_id"] = stored_event.originator_id
+        state["originator_version"] = stored_event.originator_version
+        class_version = getattr(cls, "class_version", 1)
+        from_version = state.pop("class_version", 1)
+        while from_version < class_version:
+            getattr(cls, f"upcast_v{from_version}_v{from_version + 1}")(state)
+            from_version += 1
+        event = object.__new__(cls)
+        object.__setattr__(event, "__dict__", state)
+        return event
+
+    def decode_state(self, stored: StoredEvent, fields: tuple[str, ...]) -> dict[str, Any]:
+        """The event's attributes (without id and version), decrypted or redacted."""
+        data = bytes(stored.state)
+        if not data.startswith(_MAGIC):
+            state: dict[str, Any] = self.transcoder.decode(data)
+            return state
+        length = int.from_bytes(data[4:8], "big")
+        clear = data[8 : 8 + length]
+        state = self.transcoder.decode(clear)
+        key = self.keys.get(stored.originator_id)
+        if key is None:
+            state.update(dict.fromkeys(fields, REDACTED))
+            return state
+        nonce = data[8 + length : 8 + length + _NONCE]
+        sealed = data[8 + length + _NONCE :]
+        aad = _aad(stored.originator_id, stored.originator_version, stored.topic, clear)
+        try:
+            secret = self.transcoder.decode(AESGCM(key).decrypt(nonce, sealed, aad))
+        except InvalidTag as error:
+            msg = f"sealed payload of {stored.originator_id} v{stored.originator_version} is corrupt"
+            raise MapperDeserialisationError(msg) from error
+        state.update(secret)
+        return state

@@ -1,0 +1,71 @@
+"""Write-side tables kept beside the events table and written in the same transactions.
+
+`data_keys`: one wrapped AES key per memory, candidate and user; deleting a row shreds.
+`key_claims`: keyed hash of (user, scope, memory_key) -> live memory, for atomic uniqueness.
+`candidate_fingerprints`: keyed fingerprints of proposals, to recognise repeats and rejections.
+None of them holds personal text in clear.
+"""
+
+from __future__ import annotations
+
+from psycopg.sql import SQL, Composed, Identifier
+
+__all__ = ["create_statements", "table"]
+
+DATA_KEYS = "memledger_data_keys"
+KEY_CLAIMS = "memledger_key_claims"
+FINGERPRINTS = "memledger_candidate_fingerprints"
+
+
+def table(schema: str, name: str) -> Composed:
+    """A schema-qualified table identifier."""
+    return SQL("{}.{}").format(Identifier(schema), Identifier(name))
+
+
+def create_statements(schema: str) -> list[Composed]:
+    """Idempotent DDL for the write-side tables."""
+    keys, claims, prints = (table(schema, n) for n in (DATA_KEYS, KEY_CLAIMS, FINGERPRINTS))
+    return [
+        SQL(
+            "CREATE TABLE IF NOT EXISTS {} ("
+            " key_id uuid PRIMARY KEY,"
+            " user_id text NOT NULL,"
+            " kind text NOT NULL CHECK (kind IN ('memory', 'candidate', 'user')),"
+            " subject_memory_id uuid NULL,"
+            " master_key_id text NOT NULL,"
+            " wrapped bytea NOT NULL,"
+            " created_at timestamptz NOT NULL DEFAULT now())"
+        ).format(keys),
+        SQL("CREATE INDEX IF NOT EXISTS {} ON {} (user_id, kind)").format(
+            Identifier(DATA_KEYS + "_user_idx"), keys
+        ),
+        SQL("CREATE INDEX IF NOT EXISTS {} ON {} (subject_memory_id)").format(
+            Identifier(DATA_KEYS + "_subject_idx"), keys
+        ),
+        SQL(
+            "CREATE TABLE IF NOT EXISTS {} ("
+            " claim text PRIMARY KEY,"
+            " memory_id uuid NOT NULL UNIQUE,"
+            " user_id text NOT NULL)"
+        ).format(claims),
+        SQL("CREATE INDEX IF NOT EXISTS {} ON {} (user_id)").format(
+            Identifier(KEY_CLAIMS + "_user_idx"), claims
+        ),
+        SQL(
+            "CREATE TABLE IF NOT EXISTS {} ("
+            " candidate_id uuid PRIMARY KEY,"
+            " user_id text NOT NULL,"
+            " fingerprint text NOT NULL,"
+            " subject_memory_id uuid NULL,"
+            " state text NOT NULL CHECK (state IN ('pending', 'rejected', 'closed')),"
+            " changed_at timestamptz NOT NULL)"
+        ).format(prints),
+        SQL("CREATE INDEX IF NOT EXISTS {} ON {} (user_id, fingerprint)").format(
+            Identifier(FINGERPRINTS + "_lookup_idx"), prints
+        ),
+        # At most one pending candidate per proposal: concurrent repeats collide here.
+        SQL(
+            "CREATE UNIQUE INDEX IF NOT EXISTS {} ON {} (user_id, fingerprint)"
+            " WHERE state = 'pending'"
+        ).format(Identifier(FINGERPRINTS + "_pending_idx"), prints),
+    ]

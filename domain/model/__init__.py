@@ -1,0 +1,1 @@
+"""Pure aggregates and their events: no SQL, no HTTP, no pydantic."""

@@ -1,0 +1,134 @@
+"""Value rules of the model: scopes, categories, keys, content and times (sections 5, 7, 15)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Final
+
+from domain.errors import InvalidInput, SensitiveContent
+from domain.model.sensitive import find_sensitive
+from domain.model.text import clean_content, is_valid_key, normalise_key
+
+__all__ = [
+    "CATEGORIES",
+    "CHANGED_VIA",
+    "MAX_CONTENT_CHARS",
+    "MAX_KEY_CHARS",
+    "SOURCE_TYPES",
+    "WORKSPACES",
+    "Scope",
+    "check_category",
+    "check_changed_via",
+    "check_content",
+    "check_key",
+    "check_time",
+]
+
+WORKSPACES: Final = ("learning", "teaching", "research")
+CATEGORIES: Final = (
+    "preference",
+    "goal",
+    "constraint",
+    "background",
+    "fact",
+    "profile",
+    "project",
+    "other",
+)
+SOURCE_TYPES: Final = ("explicit", "confirmed")
+CHANGED_VIA: Final = ("user_api", "agent_tool", "candidate", "migration")
+MAX_CONTENT_CHARS: Final = 1000
+MAX_KEY_CHARS: Final = 64
+
+
+@dataclass(frozen=True, slots=True)
+class Scope:
+    """Where a memory is visible: `global`, or one workspace (learning/teaching/research)."""
+
+    scope_type: str
+    workspace_type: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.scope_type == "global":
+            if self.workspace_type is not None:
+                raise InvalidInput("workspace_type", "must be null for global scope")
+        elif self.scope_type == "workspace":
+            if self.workspace_type not in WORKSPACES:
+                raise InvalidInput(
+                    "workspace_type", f"must be one of {', '.join(WORKSPACES)} for workspace scope"
+                )
+        else:
+            raise InvalidInput("scope_type", "must be 'global' or 'workspace'")
+
+    @classmethod
+    def global_(cls) -> Scope:
+        """The global scope."""
+        return cls("global")
+
+    @classmethod
+    def workspace(cls, workspace_type: str) -> Scope:
+        """The scope of one workspace."""
+        return cls("workspace", workspace_type)
+
+    def label(self) -> str:
+        """A stable text form, e.g. `global` or `workspace:learning`."""
+        return self.scope_type if self.workspace_type is None else f"workspace:{self.workspace_type}"
+
+
+def check_key(key: str) -> str:
+    """Return the normalised memory key, or raise InvalidInput / SensitiveContent."""
+    if not isinstance(key, str) or not key.strip():
+        raise InvalidInput("memory_key", "must be a non-empty string")
+    normalised = normalise_key(key)
+    if len(normalised) > MAX_KEY_CHARS:
+        raise InvalidInput("memory_key", f"must be at most {MAX_KEY_CHARS} characters")
+    if not is_valid_key(normalised):
+        raise InvalidInput("memory_key", "may hold only letters, digits and '_'")
+    _refuse_secrets("memory_key", key)
+    return normalised
+
+
+def check_content(content: str) -> str:
+    """Return the cleaned content to store, or raise InvalidInput / SensitiveContent."""
+    if not isinstance(content, str):
+        raise InvalidInput("content", "must be a string")
+    cleaned = clean_content(content)
+    if not cleaned:
+        raise InvalidInput("content", "must not be empty")
+    if len(cleaned) > MAX_CONTENT_CHARS:
+        raise InvalidInput("content", f"must be at most {MAX_CONTENT_CHARS} characters")
+    if "\x00" in cleaned:
+        raise InvalidInput("content", "must not contain NUL characters")
+    _refuse_secrets("content", cleaned)
+    return cleaned
+
+
+def check_category(category: str) -> str:
+    """Return the category if it is one of CATEGORIES."""
+    if category not in CATEGORIES:
+        raise InvalidInput("category", f"must be one of {', '.join(CATEGORIES)}")
+    return category
+
+
+def check_changed_via(changed_via: str) -> str:
+    """Return changed_via if it is one of CHANGED_VIA."""
+    if changed_via not in CHANGED_VIA:
+        raise InvalidInput("changed_via", f"must be one of {', '.join(CHANGED_VIA)}")
+    return changed_via
+
+
+def check_time(field: str, value: datetime | None, *, now: datetime, future: bool) -> None:
+    """Require an aware datetime, and (when `future`) one later than `now`."""
+    if value is None:
+        return
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise InvalidInput(field, "must include a time zone")
+    if future and value <= now:
+        raise InvalidInput(field, "must be in the future")
+
+
+def _refuse_secrets(field: str, text: str) -> None:
+    match = find_sensitive(text)
+    if match is not None:
+        raise SensitiveContent(field, match.kind, match.description)
