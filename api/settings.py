@@ -24,13 +24,17 @@ class Settings(BaseSettings):
         pattern=r"^[a-z_][a-z0-9_]{0,62}$",
         description="PostgreSQL schema holding the ledger and projections",
     )
-    data_dir: Path = Field(Path(".memledger"), description="local data folder (embedded DB, dev keys)")
+    data_dir: Path = Field(
+        Path(".memledger"), description="local data folder (embedded DB, dev keys)"
+    )
     master_key: SecretStr | None = Field(
         None, description="comma-separated base64 256-bit keys; the first wraps new data keys"
     )
     master_key_file: Path | None = Field(None, description="file with one base64 key per line")
     jwt_secret: SecretStr | None = Field(None, description="HS256 secret for bearer tokens")
-    dev: bool = Field(False, description="local development: generate missing secrets under data_dir")
+    dev: bool = Field(
+        False, description="local development: generate missing secrets under data_dir"
+    )
     pool_size: int = Field(5, ge=1, le=100)
     max_overflow: int = Field(10, ge=0, le=100)
     connect_timeout: int = Field(5, ge=1, le=60, description="seconds")

@@ -1,1 +1,1 @@
-"""The ledger: the eventsourcing application, its crypto-shredding mapper, key store and recorder."""
+"""The ledger: the eventsourcing application, crypto-shredding mapper, key store and recorder."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from datetime import UTC, datetime
-from typing import Any, Final, TypeVar
+from typing import Any, ClassVar, Final, TypeVar
 from uuid import UUID
 
 from eventsourcing.application import AggregateNotFoundError, Application
@@ -16,7 +16,7 @@ from psycopg.sql import SQL
 from domain.errors import KeyExists, LedgerUnavailable, MemoryForgotten, NotFound
 from domain.ledger.keyring import MasterKeyring
 from domain.ledger.keystore import DataKeyStore, NewDataKey
-from domain.ledger.recorder import Claim, LedgerRecorder
+from domain.ledger.recorder import LedgerRecorder
 from domain.ledger.sealing import SealingMapper
 from domain.ledger.tables import KEY_CLAIMS, table
 from domain.ledger.views import MemoryView, Outcome
@@ -25,7 +25,7 @@ from domain.model.memory import Memory
 from domain.model.text import normalise_content
 from domain.model.values import Scope
 
-__all__ = ["LedgerBase", "UNSET"]
+__all__ = ["UNSET", "LedgerBase"]
 
 T = TypeVar("T")
 UNSET: Final[Any] = object()
@@ -42,7 +42,7 @@ class LedgerBase(Application[UUID]):
     """Infrastructure shared by the command modules: keys, saving, loading and retries."""
 
     name = "MemLedger"
-    env: Mapping[str, str] = {  # type: ignore[assignment]
+    env: ClassVar[dict[str, str]] = {
         "PERSISTENCE_MODULE": "eventsourcing.postgres",
         "APPLICATION_RECORDER_TOPIC": get_topic(LedgerRecorder),
     }
@@ -68,7 +68,7 @@ class LedgerBase(Application[UUID]):
         # Configuration comes only from the settings object, never from os.environ here.
         return Environment(name, {**type(self).env, **(env or {})})
 
-    def construct_mapper(self) -> SealingMapper:  # type: ignore[override]
+    def construct_mapper(self) -> SealingMapper:
         datastore = self.factory.datastore  # type: ignore[attr-defined]
         self.keys = DataKeyStore(datastore, self.keyring, cache_ttl=self._key_cache_ttl)
         return SealingMapper(self.construct_transcoder(), self.keys)
@@ -83,24 +83,26 @@ class LedgerBase(Application[UUID]):
 
     def claim_for(self, user_id: str, scope: Scope, memory_key: str) -> str:
         """Keyed hash of (scope, key) under the user's key: reveals no key in clear."""
-        return self.keys.keyed_hash(
-            self.keys.user_key(user_id), "claim", scope.label(), memory_key
-        )
+        return self.keys.keyed_hash(self.keys.user_key(user_id), "claim", scope.label(), memory_key)
 
     def fingerprint(
         self, user_id: str, scope: Scope, memory_key: str, content: str, category: str
     ) -> str:
         """Keyed fingerprint of a normalised proposal, for recognising it without its text."""
         return self.keys.keyed_hash(
-            self.keys.user_key(user_id), "proposal", scope.label(), memory_key,
-            normalise_content(content), category,
+            self.keys.user_key(user_id),
+            "proposal",
+            scope.label(),
+            memory_key,
+            normalise_content(content),
+            category,
         )
 
     # -- loading -----------------------------------------------------------------------------
 
     def _load(self, cls: type[T], user_id: str, aggregate_id: UUID) -> T:
         try:
-            aggregate = self.repository.get(aggregate_id)
+            aggregate: object = self.repository.get(aggregate_id)
         except AggregateNotFoundError:
             raise NotFound(f"{cls.__name__} {aggregate_id} not found") from None
         if not isinstance(aggregate, cls) or getattr(aggregate, "user_id", None) != user_id:

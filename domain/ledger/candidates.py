@@ -42,7 +42,11 @@ class CandidateCommands(MemoryCommands):
     ) -> Outcome:
         """Record a proposal: `candidate_created`, `duplicate` or `previously_rejected`."""
         MemoryCandidate.check_operation(operation, target_memory_id)
-        key, text, category = check_key(memory_key), check_content(content), check_category(category)
+        key, text, category = (
+            check_key(memory_key),
+            check_content(content),
+            check_category(category),
+        )
         if target_memory_id is not None:
             target = self._memory(user_id, target_memory_id)
             expected_revision = expected_revision or target.revision
@@ -55,24 +59,35 @@ class CandidateCommands(MemoryCommands):
                 state, candidate_id = known
                 if state == "rejected":
                     return Outcome("previously_rejected")
-                return Outcome("duplicate", candidate=CandidateView.of(
-                    self._candidate(user_id, candidate_id)))
+                return Outcome(
+                    "duplicate", candidate=CandidateView.of(self._candidate(user_id, candidate_id))
+                )
             candidate_id = uuid4()
             new_key = self.keys.stage(candidate_id, user_id, "candidate", target_memory_id)
             candidate = MemoryCandidate.new(
-                candidate_id, user_id=user_id, operation=operation,
-                target_memory_id=target_memory_id, expected_revision=expected_revision,
-                proposed_scope_type=scope.scope_type, proposed_workspace_type=scope.workspace_type,
-                proposed_key=key, proposed_content=text, proposed_category=category,
-                source_conversation_id=source_conversation_id, expires_at=now + CANDIDATE_TTL,
+                candidate_id,
+                user_id=user_id,
+                operation=operation,
+                target_memory_id=target_memory_id,
+                expected_revision=expected_revision,
+                proposed_scope_type=scope.scope_type,
+                proposed_workspace_type=scope.workspace_type,
+                proposed_key=key,
+                proposed_content=text,
+                proposed_category=category,
+                source_conversation_id=source_conversation_id,
+                expires_at=now + CANDIDATE_TTL,
             )
             position = self._save(
-                candidate, new_keys=[new_key],
-                fingerprints=[Fingerprint(candidate_id, user_id, print_, target_memory_id,
-                                          "pending", now)],
+                candidate,
+                new_keys=[new_key],
+                fingerprints=[
+                    Fingerprint(candidate_id, user_id, print_, target_memory_id, "pending", now)
+                ],
             )
-            return Outcome("candidate_created", candidate=CandidateView.of(candidate),
-                           position=position)
+            return Outcome(
+                "candidate_created", candidate=CandidateView.of(candidate), position=position
+            )
 
         return self._retrying(attempt)
 
@@ -106,12 +121,16 @@ class CandidateCommands(MemoryCommands):
         def attempt() -> Outcome:
             candidate = self._pending(user_id, candidate_id)
             print_ = self.fingerprint(
-                user_id, Scope(candidate.proposed_scope_type, candidate.proposed_workspace_type),
-                candidate.proposed_key, candidate.proposed_content, candidate.proposed_category,
+                user_id,
+                Scope(candidate.proposed_scope_type, candidate.proposed_workspace_type),
+                candidate.proposed_key,
+                candidate.proposed_content,
+                candidate.proposed_category,
             )
             candidate.reject(print_)
             position = self._save(
-                candidate, shred_keys=[candidate.id],
+                candidate,
+                shred_keys=[candidate.id],
                 fingerprints=[self._print(candidate, print_, "rejected")],
             )
             self.keys.forget_cached([candidate.id])
@@ -123,7 +142,7 @@ class CandidateCommands(MemoryCommands):
         """Expire a pending candidate past its expiry (a sweeper calls this); shreds it."""
 
         def attempt() -> Outcome:
-            candidate = self.repository.get(candidate_id)
+            candidate: object = self.repository.get(candidate_id)
             if not isinstance(candidate, MemoryCandidate) or not candidate.is_due(self.clock()):
                 return Outcome("unchanged")
             return self._expire(candidate)
@@ -148,14 +167,21 @@ class CandidateCommands(MemoryCommands):
     def _expire(self, candidate: MemoryCandidate) -> Outcome:
         print_ = self._stored_print(candidate.id)
         candidate.expire()
-        position = self._save(candidate, shred_keys=[candidate.id],
-                              fingerprints=[self._print(candidate, print_, "closed")])
+        position = self._save(
+            candidate,
+            shred_keys=[candidate.id],
+            fingerprints=[self._print(candidate, print_, "closed")],
+        )
         self.keys.forget_cached([candidate.id])
         return Outcome("expired", candidate=CandidateView.of(candidate), position=position)
 
     def _accept_create(
-        self, candidate: MemoryCandidate, text: str | None, category: str | None,
-        scope_type: Any, workspace_type: Any,
+        self,
+        candidate: MemoryCandidate,
+        text: str | None,
+        category: str | None,
+        scope_type: Any,
+        workspace_type: Any,
     ) -> Outcome:
         if scope_type is UNSET and workspace_type is UNSET:
             scope = Scope(candidate.proposed_scope_type, candidate.proposed_workspace_type)
@@ -174,20 +200,34 @@ class CandidateCommands(MemoryCommands):
             memory, saved = existing, []
         else:
             memory, new_key, claim = self._build(
-                candidate.user_id, scope, key, final_text, final_category, "confirmed",
-                "candidate", candidate.id, None, None,
+                candidate.user_id,
+                scope,
+                key,
+                final_text,
+                final_category,
+                "confirmed",
+                "candidate",
+                candidate.id,
+                None,
+                None,
             )
             saved = [new_key]
         candidate.accept(
-            resulting_memory_id=memory.id, edited_content=text, edited_category=category,
+            resulting_memory_id=memory.id,
+            edited_content=text,
+            edited_category=category,
             edited_scope_type=None if scope_type is UNSET else scope_type,
             edited_workspace_type=None if workspace_type is UNSET else workspace_type,
         )
         position = self._save(
-            memory, candidate, new_keys=saved, claims=[claim] if saved else [],
+            memory,
+            candidate,
+            new_keys=saved,
+            claims=[claim] if saved else [],
             link_keys=[(candidate.id, memory.id)],
-            fingerprints=[self._print(candidate, self._stored_print(candidate.id), "closed",
-                                      memory.id)],
+            fingerprints=[
+                self._print(candidate, self._stored_print(candidate.id), "closed", memory.id)
+            ],
         )
         return Outcome("accepted", MemoryView.of(memory), CandidateView.of(candidate), position)
 
@@ -200,30 +240,46 @@ class CandidateCommands(MemoryCommands):
             raise RevisionConflict(memory.revision)
         final_text = text or candidate.proposed_content
         memory.change_content(
-            expected_revision=candidate.expected_revision, content=final_text,
+            expected_revision=candidate.expected_revision,
+            content=final_text,
             content_hash=self.content_hash(memory.id, final_text),
-            category=category or candidate.proposed_category, changed_via="candidate",
-            replace=candidate.operation == "replace", source_candidate_id=candidate.id,
+            category=category or candidate.proposed_category,
+            changed_via="candidate",
+            replace=candidate.operation == "replace",
+            source_candidate_id=candidate.id,
         )
-        candidate.accept(resulting_memory_id=memory.id, edited_content=text,
-                         edited_category=category)
+        candidate.accept(
+            resulting_memory_id=memory.id, edited_content=text, edited_category=category
+        )
         position = self._save(
-            memory, candidate,
+            memory,
+            candidate,
             fingerprints=[self._print(candidate, self._stored_print(candidate.id), "closed")],
         )
         return Outcome("accepted", MemoryView.of(memory), CandidateView.of(candidate), position)
 
     def _print(
-        self, candidate: MemoryCandidate, fingerprint: str, state: str,
+        self,
+        candidate: MemoryCandidate,
+        fingerprint: str,
+        state: str,
         subject: UUID | None = None,
     ) -> Fingerprint:
-        return Fingerprint(candidate.id, candidate.user_id, fingerprint,
-                           subject or candidate.target_memory_id, state, self.clock())
+        return Fingerprint(
+            candidate.id,
+            candidate.user_id,
+            fingerprint,
+            subject or candidate.target_memory_id,
+            state,
+            self.clock(),
+        )
 
     def _stored_print(self, candidate_id: UUID) -> str:
         with self._read() as curs:
-            curs.execute(SQL("SELECT fingerprint FROM {} WHERE candidate_id = %s").format(
-                self._prints), (candidate_id,))
+            curs.execute(
+                SQL("SELECT fingerprint FROM {} WHERE candidate_id = %s").format(self._prints),
+                (candidate_id,),
+            )
             row = curs.fetchone()
         return row["fingerprint"] if row else ""
 

@@ -68,7 +68,9 @@ class DataKeyStore:
 
     # -- creating ----------------------------------------------------------------------------
 
-    def stage(self, key_id: UUID, user_id: str, kind: str, subject: UUID | None = None) -> NewDataKey:
+    def stage(
+        self, key_id: UUID, user_id: str, kind: str, subject: UUID | None = None
+    ) -> NewDataKey:
         """Generate a key for a new aggregate; it is usable at once and persisted by the save."""
         raw = os.urandom(32)
         master_id, wrapped = self._keyring.wrap(key_id.bytes, raw)
@@ -91,27 +93,29 @@ class DataKeyStore:
                 self._staged.pop(key.key_id, None)
 
     def user_key(self, user_id: str) -> bytes:
-        """The user's own key (claims, fingerprints), created on first use."""
+        """The user's own key (claims, fingerprints), created on first use.
+
+        Concurrent first uses (threads or processes) race on the insert; every caller then
+        reads back the one committed key, never a key of its own that lost the race.
+        """
         key_id = user_key_id(user_id)
         raw = self.get(key_id)
         if raw is not None:
             return raw
-        new = self.stage(key_id, user_id, "user")
-        try:
-            with self._datastore.transaction(commit=True) as curs:
-                curs.execute(
-                    SQL(
-                        "INSERT INTO {} (key_id, user_id, kind, master_key_id, wrapped)"
-                        " VALUES (%s, %s, 'user', %s, %s) ON CONFLICT (key_id) DO NOTHING"
-                    ).format(self._table),
-                    (key_id, user_id, new.master_key_id, new.wrapped),
-                )
-        finally:
-            self.discard([new])
+        master_id, wrapped = self._keyring.wrap(key_id.bytes, os.urandom(32))
+        with self._datastore.transaction(commit=True) as curs:
+            curs.execute(
+                SQL(
+                    "INSERT INTO {} (key_id, user_id, kind, master_key_id, wrapped)"
+                    " VALUES (%s, %s, 'user', %s, %s) ON CONFLICT (key_id) DO NOTHING"
+                ).format(self._table),
+                (key_id, user_id, master_id, wrapped),
+            )
         with self._lock:
             self._cache.pop(key_id, None)
         raw = self.get(key_id)
-        assert raw is not None
+        if raw is None:
+            raise LookupError(f"the key of user {user_id!r} vanished while being created")
         return raw
 
     # -- reading -----------------------------------------------------------------------------
@@ -137,9 +141,9 @@ class DataKeyStore:
             return
         with self._datastore.transaction(commit=False) as curs:
             curs.execute(
-                SQL(
-                    "SELECT key_id, master_key_id, wrapped FROM {} WHERE key_id = ANY(%s)"
-                ).format(self._table),
+                SQL("SELECT key_id, master_key_id, wrapped FROM {} WHERE key_id = ANY(%s)").format(
+                    self._table
+                ),
                 (wanted,),
             )
             rows = curs.fetchall()
@@ -166,6 +170,21 @@ class DataKeyStore:
                 (user_id, kind),
             )
             return [row["key_id"] for row in curs.fetchall()]
+
+    def count_held(self, aggregate_ids: list[UUID]) -> int:
+        """How many keys still exist for these aggregates or for candidates about them."""
+        if not aggregate_ids:
+            return 0
+        with self._datastore.transaction(commit=False) as curs:
+            curs.execute(
+                SQL(
+                    "SELECT count(*) AS n FROM {} WHERE key_id = ANY(%s)"
+                    " OR subject_memory_id = ANY(%s)"
+                ).format(self._table),
+                (aggregate_ids, aggregate_ids),
+            )
+            row = curs.fetchone()
+        return int(row["n"]) if row else 0
 
     # -- shredding and rotation --------------------------------------------------------------
 
@@ -204,8 +223,9 @@ class DataKeyStore:
                     )
                     master_id, wrapped = self._keyring.wrap(row["key_id"].bytes, raw)
                     curs.execute(
-                        SQL("UPDATE {} SET master_key_id = %s, wrapped = %s WHERE key_id = %s")
-                        .format(self._table),
+                        SQL(
+                            "UPDATE {} SET master_key_id = %s, wrapped = %s WHERE key_id = %s"
+                        ).format(self._table),
                         (master_id, wrapped, row["key_id"]),
                     )
             if not rows:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from uuid import UUID
 
 from eventsourcing.application import AggregateNotFoundError
+from eventsourcing.utils import get_topic
 
 from domain.ledger.candidates import CandidateCommands
 from domain.ledger.views import Outcome, SettingsView
@@ -80,9 +81,35 @@ class MemoryLedger(CandidateCommands):
         self.keys.forget_all_cached()
         return outcome
 
+    def complete_shredding(self, page: int = 1000) -> int:
+        """Destroy every key that outlived its tombstone or rejection; returns how many.
+
+        Forgetting deletes keys in the tombstone's own transaction, so this finds nothing on a
+        healthy ledger. It makes shredding hold even after the key table was restored from a
+        backup taken before a forget; `serve` and the projection worker run it at start-up.
+        """
+        forgotten = get_topic(Memory.Forgotten)
+        topics = [
+            forgotten,
+            get_topic(MemoryCandidate.Rejected),
+            get_topic(MemoryCandidate.Expired),
+        ]
+        destroyed, start = 0, 1
+        while notes := self.recorder.select_notifications(start, page, topics=topics):
+            memories = [UUID(str(n.originator_id)) for n in notes if n.topic == forgotten]
+            candidates = [UUID(str(n.originator_id)) for n in notes if n.topic != forgotten]
+            held = self.keys.count_held(memories + candidates)
+            if held:
+                self._save(shred_memories=memories, shred_keys=candidates)
+                destroyed += held
+            start = notes[-1].id + 1
+        if destroyed:
+            self.keys.forget_all_cached()
+        return destroyed
+
     def _settings(self, user_id: str) -> MemorySettings | None:
         try:
-            settings = self.repository.get(settings_id(user_id))
+            settings: object = self.repository.get(settings_id(user_id))
         except AggregateNotFoundError:
             return None
         assert isinstance(settings, MemorySettings)

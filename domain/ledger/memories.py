@@ -45,7 +45,11 @@ class MemoryCommands(LedgerBase):
 
         A different content under a live key raises KeyExists: nothing is overwritten.
         """
-        key, text, category = check_key(memory_key), check_content(content), check_category(category)
+        key, text, category = (
+            check_key(memory_key),
+            check_content(content),
+            check_category(category),
+        )
         check_changed_via(changed_via)
         if source_type not in SOURCE_TYPES:
             raise InvalidInput("source_type", "must be 'explicit' or 'confirmed'")
@@ -58,8 +62,16 @@ class MemoryCommands(LedgerBase):
             if existing is not None:
                 return self._existing_outcome(existing, text)
             memory, new_key, claim = self._build(
-                user_id, scope, key, text, category, source_type, changed_via, None,
-                review_after, expires_at,
+                user_id,
+                scope,
+                key,
+                text,
+                category,
+                source_type,
+                changed_via,
+                None,
+                review_after,
+                expires_at,
             )
             position = self._save(memory, new_keys=[new_key], claims=[claim])
             return Outcome("created", MemoryView.of(memory), position=position)
@@ -67,18 +79,31 @@ class MemoryCommands(LedgerBase):
         return self._retrying(attempt)
 
     def put_global_memory(
-        self, user_id: str, *, memory_key: str, content: str, category: str,
+        self,
+        user_id: str,
+        *,
+        memory_key: str,
+        content: str,
+        category: str,
         changed_via: str = "user_api",
     ) -> Outcome:
         """Legacy PUT: create the global memory with this key, or replace its value."""
-        key, text, category = check_key(memory_key), check_content(content), check_category(category)
+        key, text, category = (
+            check_key(memory_key),
+            check_content(content),
+            check_category(category),
+        )
         scope = Scope.global_()
 
         def attempt() -> Outcome:
             existing = self._find_by_key(user_id, scope, key)
             if existing is None:
                 return self.create_memory(
-                    user_id, scope=scope, memory_key=key, content=text, category=category,
+                    user_id,
+                    scope=scope,
+                    memory_key=key,
+                    content=text,
+                    category=category,
                     changed_via=changed_via,
                 )
             return self._change(existing, None, text, category, changed_via, replace=True)
@@ -143,8 +168,10 @@ class MemoryCommands(LedgerBase):
             memory._check_revision(expected_revision)
             old = memory.find_version(revision)
             memory.restore_version(
-                revision=revision, expected_revision=expected_revision,
-                content_hash=self.content_hash(memory.id, old.content), changed_via="user_api",
+                revision=revision,
+                expected_revision=expected_revision,
+                content_hash=self.content_hash(memory.id, old.content),
+                changed_via="user_api",
             )
             position = self._save(memory)
             return Outcome("updated", MemoryView.of(memory), position=position)
@@ -185,8 +212,16 @@ class MemoryCommands(LedgerBase):
     # -- helpers -----------------------------------------------------------------------------
 
     def _build(
-        self, user_id: str, scope: Scope, key: str, text: str, category: str, source_type: str,
-        changed_via: str, source_candidate_id: UUID | None, review_after: datetime | None,
+        self,
+        user_id: str,
+        scope: Scope,
+        key: str,
+        text: str,
+        category: str,
+        source_type: str,
+        changed_via: str,
+        source_candidate_id: UUID | None,
+        review_after: datetime | None,
         expires_at: datetime | None,
     ) -> tuple[Memory, NewDataKey, Claim]:
         """A new Memory with its staged data key and its key claim, ready to save together."""
@@ -195,22 +230,41 @@ class MemoryCommands(LedgerBase):
         content_hash = self.content_hash(memory_id, text)
         claim = Claim(self.claim_for(user_id, scope, key), memory_id, user_id)
         memory = Memory.new(
-            memory_id, user_id=user_id, scope_type=scope.scope_type,
-            workspace_type=scope.workspace_type, memory_key=key, content=text,
-            content_hash=content_hash, category=category, source_type=source_type,
-            changed_via=changed_via, source_candidate_id=source_candidate_id,
-            review_after=review_after, expires_at=expires_at,
+            memory_id,
+            user_id=user_id,
+            scope_type=scope.scope_type,
+            workspace_type=scope.workspace_type,
+            memory_key=key,
+            content=text,
+            content_hash=content_hash,
+            category=category,
+            source_type=source_type,
+            changed_via=changed_via,
+            source_candidate_id=source_candidate_id,
+            review_after=review_after,
+            expires_at=expires_at,
         )
         return memory, new_key, claim
 
     def _change(
-        self, memory: Memory, expected_revision: int | None, text: str, category: str,
-        changed_via: str, *, replace: bool, source_candidate_id: UUID | None = None,
+        self,
+        memory: Memory,
+        expected_revision: int | None,
+        text: str,
+        category: str,
+        changed_via: str,
+        *,
+        replace: bool,
+        source_candidate_id: UUID | None = None,
     ) -> Outcome:
         changed = memory.change_content(
-            expected_revision=expected_revision, content=text,
-            content_hash=self.content_hash(memory.id, text), category=category,
-            changed_via=changed_via, replace=replace, source_candidate_id=source_candidate_id,
+            expected_revision=expected_revision,
+            content=text,
+            content_hash=self.content_hash(memory.id, text),
+            category=category,
+            changed_via=changed_via,
+            replace=replace,
+            source_candidate_id=source_candidate_id,
         )
         if not changed:
             return Outcome("unchanged", MemoryView.of(memory))

@@ -75,9 +75,9 @@ class LedgerRecorder(PostgresApplicationRecorder):
             " SET state = EXCLUDED.state, changed_at = EXCLUDED.changed_at,"
             " subject_memory_id = COALESCE(EXCLUDED.subject_memory_id, {}.subject_memory_id)"
         ).format(prints, prints)
-        self._shred_memory_prints = SQL(
-            "DELETE FROM {} WHERE subject_memory_id = ANY(%s)"
-        ).format(prints)
+        self._shred_memory_prints = SQL("DELETE FROM {} WHERE subject_memory_id = ANY(%s)").format(
+            prints
+        )
         self._shred_user_prints = SQL("DELETE FROM {} WHERE user_id = ANY(%s)").format(prints)
 
     def _insert_events(
@@ -98,8 +98,14 @@ class LedgerRecorder(PostgresApplicationRecorder):
         for key in new_keys:
             curs.execute(
                 self._insert_key,
-                (key.key_id, key.user_id, key.kind, key.subject_memory_id, key.master_key_id,
-                 key.wrapped),
+                (
+                    key.key_id,
+                    key.user_id,
+                    key.kind,
+                    key.subject_memory_id,
+                    key.master_key_id,
+                    key.wrapped,
+                ),
                 prepare=True,
             )
         for key_id, memory_id in link_keys:
@@ -107,8 +113,14 @@ class LedgerRecorder(PostgresApplicationRecorder):
         for print_ in fingerprints:
             curs.execute(
                 self._upsert_print,
-                (print_.candidate_id, print_.user_id, print_.fingerprint,
-                 print_.subject_memory_id, print_.state, print_.changed_at),
+                (
+                    print_.candidate_id,
+                    print_.user_id,
+                    print_.fingerprint,
+                    print_.subject_memory_id,
+                    print_.state,
+                    print_.changed_at,
+                ),
                 prepare=True,
             )
         if shred_memories:

@@ -11,7 +11,7 @@ gone, every personal field reads as REDACTED instead of raising.
 from __future__ import annotations
 
 import os
-from typing import Any, Final
+from typing import Any, Final, cast
 from uuid import UUID
 
 from cryptography.exceptions import InvalidTag
@@ -92,17 +92,20 @@ class SealingMapper(Mapper[UUID]):
         length = int.from_bytes(data[4:8], "big")
         clear = data[8 : 8 + length]
         state = self.transcoder.decode(clear)
-        key = self.keys.get(stored.originator_id)
+        originator_id = cast(UUID, stored.originator_id)  # the events table stores uuid
+        key = self.keys.get(originator_id)
         if key is None:
             state.update(dict.fromkeys(fields, REDACTED))
             return state
         nonce = data[8 + length : 8 + length + _NONCE]
         sealed = data[8 + length + _NONCE :]
-        aad = _aad(stored.originator_id, stored.originator_version, stored.topic, clear)
+        aad = _aad(originator_id, stored.originator_version, stored.topic, clear)
         try:
             secret = self.transcoder.decode(AESGCM(key).decrypt(nonce, sealed, aad))
         except InvalidTag as error:
-            msg = f"sealed payload of {stored.originator_id} v{stored.originator_version} is corrupt"
+            msg = (
+                f"sealed payload of {stored.originator_id} v{stored.originator_version} is corrupt"
+            )
             raise MapperDeserialisationError(msg) from error
         state.update(secret)
         return state

@@ -38,10 +38,21 @@ class MemoryView:
     def of(cls, memory: Memory) -> MemoryView:
         """Snapshot an aggregate."""
         return cls(
-            memory.id, memory.user_id, memory.memory_key, memory.content, memory.category,
-            memory.scope.scope_type, memory.scope.workspace_type, memory.source_type,
-            memory.status, memory.revision, memory.created_on, memory.updated_at,
-            memory.last_confirmed_at, memory.review_after, memory.expires_at,
+            memory.id,
+            memory.user_id,
+            memory.memory_key,
+            memory.content,
+            memory.category,
+            memory.scope.scope_type,
+            memory.scope.workspace_type,
+            memory.source_type,
+            memory.status,
+            memory.revision,
+            memory.created_on,
+            memory.updated_at,
+            memory.last_confirmed_at,
+            memory.review_after,
+            memory.expires_at,
             tuple(memory.versions),
         )
 
@@ -71,12 +82,22 @@ class CandidateView:
     def of(cls, candidate: MemoryCandidate) -> CandidateView:
         """Snapshot an aggregate."""
         return cls(
-            candidate.id, candidate.user_id, candidate.operation, candidate.target_memory_id,
-            candidate.expected_revision, candidate.proposed_scope_type,
-            candidate.proposed_workspace_type, candidate.proposed_key,
-            candidate.proposed_content, candidate.proposed_category,
-            candidate.source_conversation_id, candidate.status, candidate.resulting_memory_id,
-            candidate.created_on, candidate.decided_at, candidate.expires_at,
+            candidate.id,
+            candidate.user_id,
+            candidate.operation,
+            candidate.target_memory_id,
+            candidate.expected_revision,
+            candidate.proposed_scope_type,
+            candidate.proposed_workspace_type,
+            candidate.proposed_key,
+            candidate.proposed_content,
+            candidate.proposed_category,
+            candidate.source_conversation_id,
+            candidate.status,
+            candidate.resulting_memory_id,
+            candidate.created_on,
+            candidate.decided_at,
+            candidate.expires_at,
         )
 
 

@@ -1,4 +1,4 @@
-"""The MemoryCandidate aggregate: inferred information waiting for the user's decision (section 8)."""
+"""The MemoryCandidate aggregate: inferred information awaiting the user's decision (section 8)."""
 
 from __future__ import annotations
 
@@ -120,9 +120,7 @@ class MemoryCandidate(Aggregate):
         if operation not in OPERATIONS:
             raise InvalidInput("operation", f"must be one of {', '.join(OPERATIONS)}")
         if (operation == "create") != (target_memory_id is None):
-            raise InvalidInput(
-                "target_memory_id", "required for update/replace, and only for them"
-            )
+            raise InvalidInput("target_memory_id", "required for update/replace, and only for them")
 
     def is_due(self, now: datetime) -> bool:
         """True when a pending candidate has outlived its expiry."""

@@ -168,8 +168,9 @@ class Memory(Aggregate):
         self.review_after = review_after
         self.expires_at = expires_at
         self.versions: list[Version] = [
-            Version(1, content, category, "create", changed_via, source_candidate_id,
-                    self.created_on)
+            Version(
+                1, content, category, "create", changed_via, source_candidate_id, self.created_on
+            )
         ]
 
     @classmethod
@@ -280,7 +281,9 @@ class Memory(Aggregate):
         """Append the plaintext tombstone; the caller shreds the data key in the same save."""
         self._require_live()
         self.trigger_event(
-            self.Forgotten, user_id=self.user_id, deleted_at=deleted_at,
+            self.Forgotten,
+            user_id=self.user_id,
+            deleted_at=deleted_at,
             final_revision=self.revision,
         )
 
@@ -297,6 +300,13 @@ class Memory(Aggregate):
         self.category = event.category
         self.revision = event.revision
         self.versions.append(
-            Version(event.revision, event.content, event.category, change_type,
-                    event.changed_via, event.source_candidate_id, event.timestamp)
+            Version(
+                event.revision,
+                event.content,
+                event.category,
+                change_type,
+                event.changed_via,
+                event.source_candidate_id,
+                event.timestamp,
+            )
         )

@@ -83,11 +83,12 @@ _INVISIBLE: Final = re.compile("[\u00ad\u180e\u200b-\u200f\u2060-\u2064\ufeff]")
 _SEP: Final = (
     r"(?P<sep>\s*[:=#]\s*|\s+(?:is|was|are|were)(?:\s*:\s*|\s+)|\s*(?:是|为|為)\s*:?\s*|\s+)"
 )
-_STRONG_SEP: Final = r"(?P<sep>\s*[:=]\s*|\s+(?:is|was)(?:\s*:\s*|\s+)|\s*(?:是|为)\s*:?\s*)"
+_STRONG_SEP: Final = r"(?P<sep>\s*[:=]\s*|\s+(?:is|was)(?:\s*:\s*|\s+)|\s*(?:是|为|為)\s*:?\s*)"
 _OPEN_QUOTE: Final = "(?:[\"'`\u201c\u2018\u300c\u300e\u300a(<\\[]\\s*)?"
 _VALUE: Final = _OPEN_QUOTE + r"(?P<value>[\x21-\x7e]+)"
 _TOKEN_VALUE: Final = _OPEN_QUOTE + r"(?P<value>[A-Za-z0-9._~+/=-]+)"
 
+_DIGIT_GROUP_SEPARATOR: Final = re.compile("[ -]")
 _TRIM: Final = "\"'`.,;:!?)]}>"
 # English words that describe a secret rather than being one: "my password is strong".
 _STOP_WORDS_TEXT: Final = """
@@ -98,9 +99,9 @@ _STOP_WORDS_TEXT: Final = """
     case being been in on at of for to from with by into my your his her their our its it this
     that these those what which where how why who whom something anything nothing everything
     unknown forgotten lost hidden private secret confidential personal sensitive set stuck
-    missing empty blank managed kept generated random unique protected shared needed necessary
-    here there see check use ask enter type change update remember forgot forget managed
-    case-sensitive sensitive like about over under more less least most enough again
+    missing empty blank managed kept generated random unique protected shared necessary
+    here there see check use ask enter type change update remember forgot forget
+    case-sensitive like about over under more less least most enough again
     one two three four five six eight ten twelve fifteen eighteen twenty twenty-four words
 """
 _STOP_WORDS: Final = frozenset(_STOP_WORDS_TEXT.split())
@@ -193,7 +194,7 @@ def _account_number(match: re.Match[str]) -> bool:
 
 def _card_run(match: re.Match[str]) -> bool:
     """Any run of digit groups whose whole groups make 13-19 digits passing the card checks."""
-    groups = re.split(r"[ -]", match.group(0))
+    groups = _DIGIT_GROUP_SEPARATOR.split(match.group(0))
     for start in range(len(groups)):
         digits = ""
         for group in groups[start:]:

@@ -73,7 +73,9 @@ class Scope:
 
     def label(self) -> str:
         """A stable text form, e.g. `global` or `workspace:learning`."""
-        return self.scope_type if self.workspace_type is None else f"workspace:{self.workspace_type}"
+        return (
+            self.scope_type if self.workspace_type is None else f"workspace:{self.workspace_type}"
+        )
 
 
 def check_key(key: str) -> str:
@@ -93,13 +95,13 @@ def check_content(content: str) -> str:
     """Return the cleaned content to store, or raise InvalidInput / SensitiveContent."""
     if not isinstance(content, str):
         raise InvalidInput("content", "must be a string")
+    if "\x00" in content:
+        raise InvalidInput("content", "must not contain NUL characters")
     cleaned = clean_content(content)
     if not cleaned:
         raise InvalidInput("content", "must not be empty")
     if len(cleaned) > MAX_CONTENT_CHARS:
         raise InvalidInput("content", f"must be at most {MAX_CONTENT_CHARS} characters")
-    if "\x00" in cleaned:
-        raise InvalidInput("content", "must not contain NUL characters")
     _refuse_secrets("content", cleaned)
     return cleaned
 

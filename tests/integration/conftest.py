@@ -45,9 +45,16 @@ def make_ledger(
     """Build ledgers on this test's schema (several may share it, like several processes)."""
     made: list[MemoryLedger] = []
 
-    def make(keys: list[str] | None = None, schema: str | None = None, **options: object) -> MemoryLedger:
+    def make(
+        keys: list[str] | None = None,
+        schema: str | None = None,
+        pool_size: int = 25,
+        **options: object,
+    ) -> MemoryLedger:
         settings = Settings(
-            database_url=database_url, db_schema=schema or pg_schema, pool_size=25,
+            database_url=database_url,
+            db_schema=schema or pg_schema,
+            pool_size=pool_size,
             max_overflow=10,
         )
         ledger = MemoryLedger(

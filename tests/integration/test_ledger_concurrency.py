@@ -25,7 +25,7 @@ def race(calls: list[Callable[[], Any]]) -> list[Any]:
         barrier.wait()
         try:
             return call()
-        except Exception as error:  # noqa: BLE001 - the test inspects what each writer got
+        except Exception as error:
             return error
 
     with ThreadPoolExecutor(len(calls)) as pool:
@@ -38,19 +38,24 @@ def kinds(results: list[Any]) -> Counter[str]:
 
 def create(ledger: MemoryLedger, content: str, user: str = "alice", key: str = "study_time") -> Any:
     return ledger.create_memory(
-        user, scope=Scope.workspace("learning"), memory_key=key, content=content,
+        user,
+        scope=Scope.workspace("learning"),
+        memory_key=key,
+        content=content,
         category="constraint",
     )
 
 
 def test_twenty_updates_at_the_same_revision_leave_one_winner(ledger: MemoryLedger) -> None:
     memory = create(ledger, "one hour a day").memory
-    results = race([
-        lambda i=i: ledger.update_memory(
-            "alice", memory.memory_id, expected_revision=1, content=f"{i + 2} hours a day"
-        )
-        for i in range(WRITERS)
-    ])
+    results = race(
+        [
+            lambda i=i: ledger.update_memory(
+                "alice", memory.memory_id, expected_revision=1, content=f"{i + 2} hours a day"
+            )
+            for i in range(WRITERS)
+        ]
+    )
     assert kinds(results) == {"updated": 1, "RevisionConflict": WRITERS - 1}
     assert all(r.current_revision == 2 for r in results if isinstance(r, RevisionConflict))
     winner = next(r for r in results if not isinstance(r, Exception))
@@ -79,32 +84,44 @@ def test_creates_from_two_processes_share_one_uniqueness(
     make_ledger: Callable[..., MemoryLedger],
 ) -> None:
     first, second = make_ledger(), make_ledger()
-    results = race([
-        lambda i=i: create(first if i % 2 else second, "one hour a day") for i in range(WRITERS)
-    ])
+    results = race(
+        [lambda i=i: create(first if i % 2 else second, "one hour a day") for i in range(WRITERS)]
+    )
     assert kinds(results) == {"created": 1, "unchanged": WRITERS - 1}
 
 
 def test_same_key_in_different_scopes_and_users_are_different_memories(
     ledger: MemoryLedger,
 ) -> None:
-    results = race([
-        lambda: create(ledger, "one hour", user="alice"),
-        lambda: create(ledger, "one hour", user="bob"),
-        lambda: ledger.create_memory("alice", scope=Scope.global_(), memory_key="study_time",
-                                     content="one hour", category="constraint"),
-        lambda: ledger.create_memory("alice", scope=Scope.workspace("research"),
-                                     memory_key="study_time", content="one hour",
-                                     category="constraint"),
-    ])
+    results = race(
+        [
+            lambda: create(ledger, "one hour", user="alice"),
+            lambda: create(ledger, "one hour", user="bob"),
+            lambda: ledger.create_memory(
+                "alice",
+                scope=Scope.global_(),
+                memory_key="study_time",
+                content="one hour",
+                category="constraint",
+            ),
+            lambda: ledger.create_memory(
+                "alice",
+                scope=Scope.workspace("research"),
+                memory_key="study_time",
+                content="one hour",
+                category="constraint",
+            ),
+        ]
+    )
     assert kinds(results) == {"created": 4}
 
 
 def test_forget_racing_updates_never_resurrects_content(ledger: MemoryLedger) -> None:
     memory = create(ledger, "one hour a day").memory
     calls: list[Callable[[], Any]] = [
-        lambda i=i: ledger.update_memory("alice", memory.memory_id, expected_revision=1,
-                                         content=f"v{i}")
+        lambda i=i: ledger.update_memory(
+            "alice", memory.memory_id, expected_revision=1, content=f"v{i}"
+        )
         for i in range(WRITERS - 1)
     ]
     calls.append(lambda: ledger.forget_memory("alice", memory.memory_id))
@@ -118,32 +135,44 @@ def test_forget_racing_updates_never_resurrects_content(ledger: MemoryLedger) ->
 
 
 def test_concurrent_identical_proposals_make_one_candidate(ledger: MemoryLedger) -> None:
-    results = race([
-        lambda: ledger.propose_candidate(
-            "alice", operation="create", scope=Scope.global_(), memory_key="language",
-            content="Answer in Python", category="preference",
-        )
-        for _ in range(10)
-    ])
+    results = race(
+        [
+            lambda: ledger.propose_candidate(
+                "alice",
+                operation="create",
+                scope=Scope.global_(),
+                memory_key="language",
+                content="Answer in Python",
+                category="preference",
+            )
+            for _ in range(10)
+        ]
+    )
     assert kinds(results) == {"candidate_created": 1, "duplicate": 9}
 
 
 def test_concurrent_accepts_of_one_candidate_make_one_memory(ledger: MemoryLedger) -> None:
     candidate = ledger.propose_candidate(
-        "alice", operation="create", scope=Scope.global_(), memory_key="language",
-        content="Answer in Python", category="preference",
+        "alice",
+        operation="create",
+        scope=Scope.global_(),
+        memory_key="language",
+        content="Answer in Python",
+        category="preference",
     ).candidate
-    results = race([
-        lambda: ledger.accept_candidate("alice", candidate.candidate_id) for _ in range(10)
-    ])
+    results = race(
+        [lambda: ledger.accept_candidate("alice", candidate.candidate_id) for _ in range(10)]
+    )
     assert kinds(results) == {"accepted": 1, "CandidateNotPending": 9}
     assert len(ledger.memory_ids("alice")) == 1
 
 
 def test_first_settings_changes_racing_both_apply(ledger: MemoryLedger) -> None:
-    race([
-        lambda: ledger.change_settings("alice", saved_memory_enabled=False),
-        lambda: ledger.change_settings("alice", auto_extract_enabled=False),
-    ])
+    race(
+        [
+            lambda: ledger.change_settings("alice", saved_memory_enabled=False),
+            lambda: ledger.change_settings("alice", auto_extract_enabled=False),
+        ]
+    )
     settings = ledger.get_settings("alice")
     assert (settings.saved_memory_enabled, settings.auto_extract_enabled) == (False, False)

@@ -34,7 +34,9 @@ def events_digest(database_url: str, schema: str) -> str:
 
 
 def test_a_backup_of_the_events_table_alone_cannot_be_decrypted(
-    ledger: MemoryLedger, make_ledger: Callable[..., MemoryLedger], database_url: str,
+    ledger: MemoryLedger,
+    make_ledger: Callable[..., MemoryLedger],
+    database_url: str,
     pg_schema: str,
 ) -> None:
     memory = remember(ledger, "my favourite colour is teal")
@@ -55,9 +57,7 @@ def test_a_backup_of_the_events_table_alone_cannot_be_decrypted(
         assert created.content == REDACTED
     finally:
         with psycopg.connect(database_url, autocommit=True) as conn:
-            conn.execute(
-                sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(restored_schema))
-            )
+            conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(restored_schema)))
 
 
 def test_the_database_without_the_master_key_cannot_be_decrypted(
@@ -70,12 +70,19 @@ def test_the_database_without_the_master_key_cannot_be_decrypted(
 
 
 def test_rotation_rewraps_every_data_key_and_leaves_events_untouched(
-    ledger: MemoryLedger, make_ledger: Callable[..., MemoryLedger], master_key: str,
-    database_url: str, pg_schema: str,
+    ledger: MemoryLedger,
+    make_ledger: Callable[..., MemoryLedger],
+    master_key: str,
+    database_url: str,
+    pg_schema: str,
 ) -> None:
     memories = [remember(ledger, f"fact number {i}", key=f"k{i}") for i in range(5)]
     ledger.propose_candidate(
-        "alice", operation="create", scope=Scope.global_(), memory_key="c", content="maybe",
+        "alice",
+        operation="create",
+        scope=Scope.global_(),
+        memory_key="c",
+        content="maybe",
         category="fact",
     )
     before = events_digest(database_url, pg_schema)
@@ -96,7 +103,9 @@ def test_rotation_rewraps_every_data_key_and_leaves_events_untouched(
 
 
 def test_a_tampered_event_is_refused_not_redacted(
-    ledger: MemoryLedger, make_ledger: Callable[..., MemoryLedger], database_url: str,
+    ledger: MemoryLedger,
+    make_ledger: Callable[..., MemoryLedger],
+    database_url: str,
     pg_schema: str,
 ) -> None:
     memory = remember(ledger, "my favourite colour is teal")
@@ -113,7 +122,9 @@ def test_a_tampered_event_is_refused_not_redacted(
 
 
 def test_clear_fields_cannot_be_moved_to_another_user(
-    ledger: MemoryLedger, make_ledger: Callable[..., MemoryLedger], database_url: str,
+    ledger: MemoryLedger,
+    make_ledger: Callable[..., MemoryLedger],
+    database_url: str,
     pg_schema: str,
 ) -> None:
     memory = remember(ledger, "my favourite colour is teal")

@@ -44,14 +44,22 @@ def test_forgotten_marker_is_nowhere_in_a_database_dump(
 ) -> None:
     marker = f"MARKER{uuid.uuid4().hex}"
     memory = ledger.create_memory(
-        "alice", scope=Scope.global_(), memory_key="secret_hobby", content=f"I love {marker}",
+        "alice",
+        scope=Scope.global_(),
+        memory_key="secret_hobby",
+        content=f"I love {marker}",
         category="background",
     ).memory
-    ledger.update_memory("alice", memory.memory_id, expected_revision=1,
-                         content=f"I really love {marker}")
+    ledger.update_memory(
+        "alice", memory.memory_id, expected_revision=1, content=f"I really love {marker}"
+    )
     ledger.propose_candidate(
-        "alice", operation="replace", scope=Scope.global_(), memory_key="secret_hobby",
-        content=f"I used to love {marker}", category="background",
+        "alice",
+        operation="replace",
+        scope=Scope.global_(),
+        memory_key="secret_hobby",
+        content=f"I used to love {marker}",
+        category="background",
         target_memory_id=memory.memory_id,
     )
     before = pg_dump(database_url)
@@ -90,8 +98,13 @@ def test_candidates_about_a_forgotten_memory_are_shredded_with_it(ledger: Memory
         "alice", scope=Scope.global_(), memory_key="k", content="tea", category="preference"
     ).memory
     candidate = ledger.propose_candidate(
-        "alice", operation="update", scope=Scope.global_(), memory_key="k", content="coffee",
-        category="preference", target_memory_id=memory.memory_id,
+        "alice",
+        operation="update",
+        scope=Scope.global_(),
+        memory_key="k",
+        content="coffee",
+        category="preference",
+        target_memory_id=memory.memory_id,
     ).candidate
     ledger.forget_memory("alice", memory.memory_id)
     assert ledger.get_candidate("alice", candidate.candidate_id).proposed_content == REDACTED
@@ -99,7 +112,11 @@ def test_candidates_about_a_forgotten_memory_are_shredded_with_it(ledger: Memory
 
 def test_an_accepted_create_candidate_is_shredded_with_its_memory(ledger: MemoryLedger) -> None:
     candidate = ledger.propose_candidate(
-        "alice", operation="create", scope=Scope.global_(), memory_key="k", content="tea",
+        "alice",
+        operation="create",
+        scope=Scope.global_(),
+        memory_key="k",
+        content="tea",
         category="preference",
     ).candidate
     memory = ledger.accept_candidate("alice", candidate.candidate_id).memory
@@ -122,12 +139,17 @@ def test_erasing_a_user_shreds_everything_of_theirs_and_nothing_else(
     ledger: MemoryLedger,
 ) -> None:
     mine = [
-        ledger.create_memory("alice", scope=Scope.global_(), memory_key=f"k{i}",
-                             content=f"fact {i}", category="fact").memory
+        ledger.create_memory(
+            "alice", scope=Scope.global_(), memory_key=f"k{i}", content=f"fact {i}", category="fact"
+        ).memory
         for i in range(3)
     ]
     pending = ledger.propose_candidate(
-        "alice", operation="create", scope=Scope.global_(), memory_key="p", content="maybe",
+        "alice",
+        operation="create",
+        scope=Scope.global_(),
+        memory_key="p",
+        content="maybe",
         category="fact",
     ).candidate
     ledger.change_settings("alice", saved_memory_enabled=False)
@@ -149,7 +171,10 @@ def test_erasing_a_user_shreds_everything_of_theirs_and_nothing_else(
 
 def test_a_rejected_proposal_keeps_only_its_fingerprint(ledger: MemoryLedger) -> None:
     proposal = dict(
-        operation="create", scope=Scope.global_(), memory_key="diet", content="I am vegan",
+        operation="create",
+        scope=Scope.global_(),
+        memory_key="diet",
+        content="I am vegan",
         category="fact",
     )
     candidate = ledger.propose_candidate("alice", **proposal).candidate  # type: ignore[arg-type]

@@ -1,0 +1,175 @@
+"""Faults: a crash at any point of forgetting leaves all or nothing; dropped connections recover."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import textwrap
+from collections.abc import Callable
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg import sql
+
+from domain.errors import LedgerUnavailable
+from domain.ledger.ledger import MemoryLedger
+from domain.ledger.recorder import LedgerRecorder
+from domain.model.events import REDACTED
+from domain.model.values import Scope
+
+FORGETTER = textwrap.dedent(
+    """
+    import json, sys
+    from api.bootstrap import postgres_env
+    from api.settings import Settings
+    from domain.ledger.keyring import MasterKeyring
+    from domain.ledger.ledger import MemoryLedger
+    url, schema, key, ids = sys.argv[1], sys.argv[2], sys.argv[3], json.loads(sys.argv[4])
+    settings = Settings(database_url=url, db_schema=schema)
+    ledger = MemoryLedger(postgres_env(settings, url), MasterKeyring.from_base64([key]))
+    from uuid import UUID
+    print("ready", flush=True)
+    for memory_id in ids:
+        ledger.forget_memory("alice", UUID(memory_id))
+    print("done", flush=True)
+    """
+)
+
+
+def state(database_url: str, schema: str, memory_id: Any) -> tuple[bool, bool, bool]:
+    """(tombstone appended, data key present, key claim present) for one memory."""
+    s = sql.Identifier(schema)
+    with psycopg.connect(database_url) as conn:
+        tomb = conn.execute(
+            sql.SQL(
+                "SELECT 1 FROM {}.memledger_events WHERE originator_id = %s AND topic = %s"
+            ).format(s),
+            (memory_id, "memledger:Memory.Forgotten"),
+        ).fetchone()
+        key = conn.execute(
+            sql.SQL("SELECT 1 FROM {}.memledger_data_keys WHERE key_id = %s").format(s),
+            (memory_id,),
+        ).fetchone()
+        claim = conn.execute(
+            sql.SQL("SELECT 1 FROM {}.memledger_key_claims WHERE memory_id = %s").format(s),
+            (memory_id,),
+        ).fetchone()
+    return tomb is not None, key is not None, claim is not None
+
+
+def many_memories(ledger: MemoryLedger, n: int) -> list[Any]:
+    return [
+        ledger.create_memory(
+            "alice", scope=Scope.global_(), memory_key=f"k{i}", content=f"fact {i}", category="fact"
+        ).memory.memory_id
+        for i in range(n)
+    ]
+
+
+@pytest.mark.parametrize("delay", [0.02, 0.1, 0.25])
+def test_killing_a_process_mid_forget_leaves_each_memory_whole_or_shredded(
+    ledger: MemoryLedger,
+    database_url: str,
+    pg_schema: str,
+    master_key: str,
+    delay: float,
+) -> None:
+    ids = many_memories(ledger, 150)
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            FORGETTER,
+            database_url,
+            pg_schema,
+            master_key,
+            json.dumps([str(i) for i in ids]),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ},
+    )
+    with process, process.stdout as output:  # type: ignore[union-attr]
+        assert output.readline().strip() == "ready"
+        try:
+            process.wait(timeout=delay + random.random() * 0.1)
+        except subprocess.TimeoutExpired:
+            process.send_signal(signal.SIGKILL)
+        process.wait()
+    assert process.returncode == -signal.SIGKILL, "the kill must land mid-run"
+
+    states = [state(database_url, pg_schema, i) for i in ids]
+    assert all(s in {(True, False, False), (False, True, True)} for s in states), states
+    survivors = [i for i, s in zip(ids, states, strict=True) if not s[0]]
+    for memory_id in survivors:  # the restarted service finishes the job
+        ledger.forget_memory("alice", memory_id)
+    assert all(state(database_url, pg_schema, i) == (True, False, False) for i in ids)
+
+
+def test_a_failure_inside_the_forget_transaction_changes_nothing(
+    ledger: MemoryLedger,
+    database_url: str,
+    pg_schema: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    (memory_id,) = many_memories(ledger, 1)
+
+    original = LedgerRecorder._insert_stored_events
+
+    def crash(self: LedgerRecorder, curs: Any, *args: Any, **kwargs: Any) -> None:
+        original(self, curs, *args, **kwargs)  # keys deleted, tombstone inserted, not committed
+        curs.execute("SELECT 1 / 0")  # the database fails the transaction before COMMIT
+
+    monkeypatch.setattr(LedgerRecorder, "_insert_stored_events", crash)
+    with pytest.raises(LedgerUnavailable):
+        ledger.forget_memory("alice", memory_id)
+    assert state(database_url, pg_schema, memory_id) == (False, True, True)
+    monkeypatch.undo()
+    assert ledger.get_memory("alice", memory_id).content == "fact 0"
+    ledger.forget_memory("alice", memory_id)
+    assert state(database_url, pg_schema, memory_id) == (True, False, False)
+
+
+def test_restoring_an_old_key_backup_does_not_bring_content_back(
+    ledger: MemoryLedger,
+    make_ledger: Callable[..., MemoryLedger],
+    database_url: str,
+    pg_schema: str,
+) -> None:
+    (memory_id,) = many_memories(ledger, 1)
+    keys = sql.SQL("{}.memledger_data_keys").format(sql.Identifier(pg_schema))
+    with psycopg.connect(database_url) as conn:
+        backup = conn.execute(sql.SQL("SELECT * FROM {}").format(keys)).fetchall()
+    ledger.forget_memory("alice", memory_id)
+    with psycopg.connect(database_url) as conn:  # an operator restores yesterday's key table
+        conn.execute(sql.SQL("DELETE FROM {}").format(keys))
+        for row in backup:
+            conn.execute(
+                sql.SQL("INSERT INTO {} VALUES (%s, %s, %s, %s, %s, %s, %s)").format(keys), row
+            )
+
+    restarted = make_ledger()
+    assert restarted.complete_shredding() == 1
+    assert restarted.complete_shredding() == 0
+    created = next(iter(restarted.events.get(memory_id)))
+    assert created.content == REDACTED
+
+
+def test_commands_survive_the_database_dropping_every_connection(
+    make_ledger: Callable[..., MemoryLedger], database_url: str
+) -> None:
+    # The pool checks each idle connection with a growing back-off, so keep it small here.
+    ledger = make_ledger(pool_size=2)
+    (memory_id,) = many_memories(ledger, 1)
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        conn.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid <> pg_backend_pid()"
+            " AND datname = current_database() AND backend_type = 'client backend'"
+        )
+    updated = ledger.update_memory("alice", memory_id, expected_revision=1, content="fact one")
+    assert updated.memory.revision == 2
