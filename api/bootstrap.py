@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import secrets
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from psycopg.conninfo import conninfo_to_dict
@@ -13,7 +15,14 @@ from api.settings import Settings
 from domain.ledger.keyring import KeyringError, MasterKeyring, generate_master_key
 from domain.ledger.ledger import MemoryLedger
 
-__all__ = ["build_ledger", "master_keyring", "postgres_env", "resolve_database_url"]
+__all__ = [
+    "build_ledger",
+    "dev_secret",
+    "jwt_secret",
+    "master_keyring",
+    "postgres_env",
+    "resolve_database_url",
+]
 
 
 def resolve_database_url(settings: Settings) -> str:
@@ -44,19 +53,34 @@ def postgres_env(settings: Settings, database_url: str) -> dict[str, str]:
     }
 
 
+def dev_secret(settings: Settings, name: str, make: Callable[[], str]) -> Path:
+    """A secret file under the data folder, generated once (local development only)."""
+    path = settings.data_dir / name
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as handle:
+            handle.write(make() + "\n")
+        print(f"memledger: dev mode generated {path}", file=sys.stderr)
+    return path
+
+
+def jwt_secret(settings: Settings) -> str:
+    """The token signing secret; in dev mode a generated one under the data folder."""
+    if settings.jwt_secret is not None:
+        return settings.jwt_secret.get_secret_value()
+    if not settings.dev:
+        raise KeyringError("MEMLEDGER_JWT_SECRET is required (or use --dev)")
+    return dev_secret(settings, "jwt.secret", lambda: secrets.token_urlsafe(32)).read_text().strip()
+
+
 def master_keyring(settings: Settings) -> MasterKeyring:
     """The master keys from settings; in dev mode a generated key file under the data folder."""
     if settings.master_key is not None:
         return MasterKeyring.from_base64(settings.master_key.get_secret_value().split(","))
     path = settings.master_key_file
     if path is None and settings.dev:
-        path = settings.data_dir / "master.key"
-        if not path.exists():
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(fd, "w") as handle:
-                handle.write(generate_master_key() + "\n")
-            print(f"memledger: dev mode generated a master key in {path}", file=sys.stderr)
+        path = dev_secret(settings, "master.key", generate_master_key)
     if path is None:
         raise KeyringError(
             "no master key: set MEMLEDGER_MASTER_KEY or MEMLEDGER_MASTER_KEY_FILE (or use --dev)"

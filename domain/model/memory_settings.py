@@ -22,13 +22,16 @@ class MemorySettings(Aggregate):
 
     TOPIC = "memledger:MemorySettings"
 
-    class Created(Aggregate.Created):
+    class Event(Aggregate.Event):
+        """Base of settings events."""
+
+    class Created(Event, Aggregate.Created):
         """The user changed a setting for the first time."""
 
         TOPIC = "memledger:MemorySettings.Created"
         user_id: str
 
-    class Changed(Aggregate.Event):
+    class Changed(Event):
         """One or both switches changed."""
 
         TOPIC = "memledger:MemorySettings.Changed"
@@ -39,7 +42,7 @@ class MemorySettings(Aggregate):
             aggregate.saved_memory_enabled = self.saved_memory_enabled
             aggregate.auto_extract_enabled = self.auto_extract_enabled
 
-    class Erased(Aggregate.Event):
+    class Erased(Event):
         """The user was erased; settings are back to their defaults."""
 
         TOPIC = "memledger:MemorySettings.Erased"
