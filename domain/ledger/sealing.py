@@ -4,7 +4,8 @@ Stored state of an event with personal fields:
     b"MLS1" | len(clear) as 4 bytes | clear JSON | 12-byte nonce | AES-256-GCM ciphertext
 The associated data binds the ciphertext to the aggregate id, the event version, the topic and
 the clear part, so no sealed payload can be moved to another event or have its clear fields
-altered unnoticed. Events without personal fields are stored as plain JSON. When the data key is
+altered unnoticed. The clear part also carries the request id of the command (see
+correlation). Events without personal fields are stored as plain JSON. When the data key is
 gone, every personal field reads as REDACTED instead of raising.
 """
 
@@ -19,6 +20,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from eventsourcing.persistence import Mapper, MapperDeserialisationError, StoredEvent, Transcoder
 from eventsourcing.utils import get_topic, resolve_topic
 
+from domain.ledger.correlation import current_request_id
 from domain.ledger.keystore import DataKeyStore
 from domain.model.events import REDACTED, personal_fields
 
@@ -53,6 +55,9 @@ class SealingMapper(Mapper[UUID]):
         class_version = getattr(cls, "class_version", 1)
         if class_version > 1:
             state["class_version"] = class_version
+        request_id = current_request_id()
+        if request_id is not None:
+            state.setdefault("request_id", request_id)
         fields = personal_fields(cls)
         if not fields:
             return StoredEvent(originator_id, version, topic, self.transcoder.encode(state))

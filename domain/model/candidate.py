@@ -23,14 +23,15 @@ class MemoryCandidate(Aggregate):
     TOPIC = "memledger:MemoryCandidate"
 
     class Event(Aggregate.Event, PersonalData):
-        """Base of candidate events."""
+        """Base of candidate events: each says in clear whose candidate it is."""
+
+        user_id: str
 
     class Proposed(Event, Aggregate.Created):
         """An agent proposed a memory; its text is sealed with the candidate's data key."""
 
         TOPIC = "memledger:MemoryCandidate.Proposed"
         PERSONAL: ClassVar[tuple[str, ...]] = ("proposed_key", "proposed_content")
-        user_id: str
         operation: str
         target_memory_id: UUID | None
         expected_revision: int | None
@@ -121,6 +122,10 @@ class MemoryCandidate(Aggregate):
             raise InvalidInput("operation", f"must be one of {', '.join(OPERATIONS)}")
         if (operation == "create") != (target_memory_id is None):
             raise InvalidInput("target_memory_id", "required for update/replace, and only for them")
+
+    def trigger_event(self, event_class: Any, **kwargs: Any) -> None:
+        """Trigger an event stamped with the candidate's owner."""
+        super().trigger_event(event_class, user_id=self.user_id, **kwargs)
 
     def is_due(self, now: datetime) -> bool:
         """True when a pending candidate has outlived its expiry."""

@@ -36,16 +36,21 @@ class Memory(Aggregate):
     TOPIC = "memledger:Memory"
 
     class Event(Aggregate.Event, PersonalData):
-        """Base of Memory events."""
+        """Base of Memory events: each says in clear whose memory, where, at which revision.
+
+        That is what audit needs, and it lets every projection handle an event on its own.
+        """
+
+        user_id: str
+        scope_type: str
+        workspace_type: str | None
+        revision: int
 
     class Created(Event, Aggregate.Created):
         """A memory was created (explicitly, from a candidate, or by migration)."""
 
         TOPIC = "memledger:Memory.Created"
         PERSONAL: ClassVar[tuple[str, ...]] = ("memory_key", "content")
-        user_id: str
-        scope_type: str
-        workspace_type: str | None
         memory_key: str
         content: str
         content_hash: str
@@ -65,7 +70,6 @@ class Memory(Aggregate):
         content: str
         content_hash: str
         category: str
-        revision: int
         changed_via: str
         source_candidate_id: UUID | None
 
@@ -132,7 +136,6 @@ class Memory(Aggregate):
         """Tombstone: the content is destroyed for good (its data key is shredded with it)."""
 
         TOPIC = "memledger:Memory.Forgotten"
-        user_id: str
         deleted_at: datetime
         final_revision: int
 
@@ -176,7 +179,18 @@ class Memory(Aggregate):
     @classmethod
     def new(cls, memory_id: UUID, **fields: Any) -> Memory:
         """Create a memory under an id chosen beforehand (its data key is made first)."""
-        return cls._create(cls.Created, id=memory_id, **fields)
+        return cls._create(cls.Created, id=memory_id, revision=1, **fields)
+
+    def trigger_event(self, event_class: Any, **kwargs: Any) -> None:
+        """Trigger an event stamped with the memory's owner, scope and revision."""
+        kwargs.setdefault("revision", self.revision)
+        super().trigger_event(
+            event_class,
+            user_id=self.user_id,
+            scope_type=self.scope.scope_type,
+            workspace_type=self.scope.workspace_type,
+            **kwargs,
+        )
 
     # -- queries ---------------------------------------------------------------------------
 
@@ -282,7 +296,6 @@ class Memory(Aggregate):
         self._require_live()
         self.trigger_event(
             self.Forgotten,
-            user_id=self.user_id,
             deleted_at=deleted_at,
             final_revision=self.revision,
         )

@@ -23,13 +23,14 @@ class MemorySettings(Aggregate):
     TOPIC = "memledger:MemorySettings"
 
     class Event(Aggregate.Event):
-        """Base of settings events."""
+        """Base of settings events: each says in clear whose settings they are."""
+
+        user_id: str
 
     class Created(Event, Aggregate.Created):
         """The user changed a setting for the first time."""
 
         TOPIC = "memledger:MemorySettings.Created"
-        user_id: str
 
     class Changed(Event):
         """One or both switches changed."""
@@ -60,6 +61,10 @@ class MemorySettings(Aggregate):
     def create_id(user_id: str) -> UUID:
         """See settings_id."""
         return settings_id(user_id)
+
+    def trigger_event(self, event_class: Any, **kwargs: Any) -> None:
+        """Trigger an event stamped with the settings' owner."""
+        super().trigger_event(event_class, user_id=self.user_id, **kwargs)
 
     def change(
         self, *, saved_memory_enabled: bool | None, auto_extract_enabled: bool | None
