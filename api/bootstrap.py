@@ -7,16 +7,22 @@ import secrets
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from psycopg.conninfo import conninfo_to_dict
+from psycopg_pool import ConnectionPool
 
 from api.embedded import ensure_schema, start_embedded_postgres
 from api.settings import Settings
 from domain.ledger.keyring import KeyringError, MasterKeyring, generate_master_key
 from domain.ledger.ledger import MemoryLedger
+from projections.registry import all_projections
+from projections.worker import ProjectionWorker, ensure_tables
 
 __all__ = [
     "build_ledger",
+    "build_pool",
+    "build_worker",
     "dev_secret",
     "jwt_secret",
     "master_keyring",
@@ -91,6 +97,26 @@ def master_keyring(settings: Settings) -> MasterKeyring:
 def _key_lines(path: Path) -> list[str]:
     lines = [line.strip() for line in path.read_text().splitlines()]
     return [line for line in lines if line and not line.startswith("#")]
+
+
+def build_pool(settings: Settings, database_url: str, *, max_size: int = 4) -> ConnectionPool[Any]:
+    """A connection pool for the read side (projections and queries), autocommit."""
+    return ConnectionPool(
+        database_url,
+        min_size=1,
+        max_size=max_size,
+        kwargs={"autocommit": True, "connect_timeout": settings.connect_timeout},
+        open=True,
+        name="memledger-projections",
+    )
+
+
+def build_worker(settings: Settings, ledger: MemoryLedger, database_url: str) -> ProjectionWorker:
+    """The projection worker over every projection, with its tables created if missing."""
+    pool = build_pool(settings, database_url)
+    projections = all_projections()
+    ensure_tables(pool, settings.db_schema, projections)
+    return ProjectionWorker(ledger, pool, settings.db_schema, projections)
 
 
 def build_ledger(settings: Settings, database_url: str | None = None) -> MemoryLedger:

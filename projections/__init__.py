@@ -1,1 +1,1 @@
-"""Read models built from the ledger's events."""
+"""Read models: projections of the ledger into SQL tables, updated exactly once, rebuildable."""

@@ -7,16 +7,21 @@ import pathlib
 import uuid
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import psycopg
 import pytest
 from psycopg import sql
+from psycopg_pool import ConnectionPool
 
 from api.bootstrap import postgres_env
 from api.embedded import ensure_schema, start_embedded_postgres
 from api.settings import Settings
 from domain.ledger.keyring import MasterKeyring, generate_master_key
 from domain.ledger.ledger import MemoryLedger
+from projections.base import Projection
+from projections.registry import all_projections
+from projections.worker import ProjectionWorker, ensure_tables
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
 
@@ -105,3 +110,34 @@ def make_ledger(
 @pytest.fixture
 def ledger(make_ledger: Callable[..., MemoryLedger]) -> MemoryLedger:
     return make_ledger()
+
+
+@pytest.fixture
+def make_worker(
+    ledger: MemoryLedger, database_url: str, pg_schema: str
+) -> Iterator[Callable[..., ProjectionWorker]]:
+    """Projection workers over this test's ledger (several may run, like several processes)."""
+    pools: list[ConnectionPool[Any]] = []
+    workers: list[ProjectionWorker] = []
+
+    def make(projections: list[Projection] | None = None, **options: Any) -> ProjectionWorker:
+        pool = ConnectionPool(
+            database_url, min_size=1, max_size=4, kwargs={"autocommit": True}, open=True
+        )
+        pools.append(pool)
+        chosen = projections or all_projections()
+        ensure_tables(pool, pg_schema, all_projections())
+        worker = ProjectionWorker(ledger, pool, pg_schema, chosen, **options)
+        workers.append(worker)
+        return worker
+
+    yield make
+    for worker in workers:
+        worker.stop()
+    for pool in pools:
+        pool.close()
+
+
+@pytest.fixture
+def worker(make_worker: Callable[..., ProjectionWorker]) -> ProjectionWorker:
+    return make_worker()

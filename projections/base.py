@@ -1,0 +1,35 @@
+"""What every projection is: tables, and how a batch of ledger events changes them."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+from psycopg import Cursor
+from psycopg.sql import Composed
+
+from projections.envelope import Envelope
+from projections.tables import Tables
+
+__all__ = ["Projection"]
+
+
+class Projection(ABC):
+    """A read model. `apply` runs inside the transaction that also advances its position.
+
+    Implementations must handle every event they may meet: known ones, events whose personal
+    fields are REDACTED (their key is gone), and `event=None` (unknown or unreadable).
+    Applying a batch must give the same rows as applying its events one by one.
+    """
+
+    name: ClassVar[str]
+    tables: ClassVar[tuple[str, ...]]
+
+    @abstractmethod
+    def create(self, t: Tables) -> list[Composed]:
+        """Idempotent DDL for this projection's tables under the names in `t`."""
+
+    @abstractmethod
+    def apply(self, cur: Cursor[Any], t: Tables, batch: Sequence[Envelope]) -> None:
+        """Change the tables for these events (ascending positions, all not yet applied)."""

@@ -1,0 +1,76 @@
+"""Ledger notifications decoded once per batch, for every projection to read."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+from uuid import NAMESPACE_URL, UUID, uuid5
+
+from eventsourcing.persistence import Notification
+
+from domain.ledger.sealing import SealingMapper
+
+__all__ = ["Envelope", "decode_batch", "event_id"]
+
+_log = logging.getLogger(__name__)
+_EVENT_IDS = uuid5(NAMESPACE_URL, "memledger:event-id")
+
+
+def event_id(originator_id: UUID, version: int) -> UUID:
+    """A stable id for a ledger event (the ledger itself identifies it by aggregate + version)."""
+    return uuid5(_EVENT_IDS, f"{originator_id}/{version}")
+
+
+@dataclass(frozen=True, slots=True)
+class Envelope:
+    """One ledger event at its position; `event` is None when its type is unknown here."""
+
+    position: int
+    originator_id: UUID
+    version: int
+    topic: str
+    event: Any
+
+    @property
+    def timestamp(self) -> datetime | None:
+        """When the event happened (None for an event this code cannot read)."""
+        return getattr(self.event, "timestamp", None)
+
+    @property
+    def request_id(self) -> str | None:
+        """The request id of the command that recorded the event, if it was given one."""
+        return getattr(self.event, "request_id", None)
+
+    @property
+    def event_id(self) -> UUID:
+        """See event_id()."""
+        return event_id(self.originator_id, self.version)
+
+
+def decode_batch(mapper: SealingMapper, notifications: Sequence[Notification]) -> list[Envelope]:
+    """Decode notifications, fetching the data keys of the whole batch in one query.
+
+    An event whose topic this version of the code does not know (written by a newer release)
+    or that cannot be decoded is passed on with `event=None`: projections skip it, audit
+    records it, and nothing stops.
+    """
+    mapper.keys.prefetch(n.originator_id for n in notifications if bytes(n.state[:4]) == b"MLS1")
+    envelopes = []
+    for note in notifications:
+        try:
+            event = mapper.to_domain_event(note)
+        except Exception as error:
+            _log.warning(
+                "ledger event %s at position %s is unreadable here: %s",
+                note.topic,
+                note.id,
+                type(error).__name__,
+            )
+            event = None
+        envelopes.append(
+            Envelope(note.id, note.originator_id, note.originator_version, note.topic, event)
+        )
+    return envelopes

@@ -1,0 +1,38 @@
+"""Every projection the worker runs and the rebuild command knows, by name."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from projections.base import Projection
+from projections.views.active_memories import ActiveMemories
+from projections.views.audit_log import AuditLog
+from projections.views.candidates import Candidates
+from projections.views.memory_versions import MemoryVersions
+from projections.views.tombstones import Tombstones
+from projections.views.user_revisions import UserRevisions
+
+__all__ = ["all_projections", "select"]
+
+
+def all_projections() -> list[Projection]:
+    """A fresh instance of every projection."""
+    return [
+        ActiveMemories(),
+        MemoryVersions(),
+        AuditLog(),
+        Tombstones(),
+        Candidates(),
+        UserRevisions(),
+    ]
+
+
+def select(names: Sequence[str]) -> list[Projection]:
+    """The projections with these names (all when none); unknown names raise KeyError."""
+    known = {p.name: p for p in all_projections()}
+    if not names:
+        return list(known.values())
+    missing = [n for n in names if n not in known]
+    if missing:
+        raise KeyError(f"unknown projections: {', '.join(missing)}; known: {', '.join(known)}")
+    return [known[n] for n in names]

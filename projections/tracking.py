@@ -1,0 +1,95 @@
+"""Where each projection stands in the ledger, kept in the same transaction as its rows."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from typing import Any
+
+from psycopg import Connection, Cursor
+from psycopg.sql import SQL, Composed
+
+from projections.base import Projection
+from projections.envelope import Envelope
+from projections.tables import Tables
+
+__all__ = [
+    "TRACKING",
+    "apply_tracked",
+    "create_tracking",
+    "lock_key",
+    "locked_position",
+    "read_positions",
+    "set_position",
+]
+
+TRACKING = "projection_positions"
+
+
+def create_tracking(t: Tables) -> list[Composed]:
+    """DDL of the tracking table."""
+    return [
+        SQL(
+            "CREATE TABLE IF NOT EXISTS {} ("
+            " projection text PRIMARY KEY,"
+            " position bigint NOT NULL,"
+            " updated_at timestamptz NOT NULL DEFAULT now())"
+        ).format(t[TRACKING])
+    ]
+
+
+def lock_key(schema: str, name: str) -> int:
+    """The advisory lock id that lets one worker at a time run a projection."""
+    digest = hashlib.sha256(f"memledger/{schema}/{name}".encode()).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
+
+
+def read_positions(conn: Connection[Any], t: Tables) -> dict[str, int]:
+    """Every projection's position (missing: never ran)."""
+    rows = conn.execute(SQL("SELECT projection, position FROM {}").format(t[TRACKING])).fetchall()
+    return {row[0]: row[1] for row in rows}
+
+
+def locked_position(cur: Cursor[Any], t: Tables, name: str) -> int:
+    """The projection's position, its tracking row locked until the transaction ends."""
+    cur.execute(
+        SQL("INSERT INTO {} (projection, position) VALUES (%s, 0) ON CONFLICT DO NOTHING").format(
+            t[TRACKING]
+        ),
+        (name,),
+    )
+    cur.execute(
+        SQL("SELECT position FROM {} WHERE projection = %s FOR UPDATE").format(t[TRACKING]),
+        (name,),
+    )
+    row = cur.fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def set_position(cur: Cursor[Any], t: Tables, name: str, position: int) -> None:
+    """Advance the projection's position (inside the transaction that applied the events)."""
+    cur.execute(
+        SQL("UPDATE {} SET position = %s, updated_at = now() WHERE projection = %s").format(
+            t[TRACKING]
+        ),
+        (position, name),
+    )
+
+
+def apply_tracked(
+    conn: Connection[Any], projection: Projection, t: Tables, batch: Sequence[Envelope]
+) -> int:
+    """Apply the events the projection has not seen, and its new position, in one transaction.
+
+    Exactly once: the tracking row is locked first, so a concurrent runner waits and then
+    skips what this one applied. Returns the projection's position afterwards.
+    """
+    with conn.transaction(), conn.cursor() as cur:
+        position = locked_position(cur, t, projection.name)
+        pending = [e for e in batch if e.position > position]
+        if not pending:
+            return position
+        projection.apply(cur, t, pending)
+        set_position(cur, t, projection.name, pending[-1].position)
+        return pending[-1].position

@@ -1,0 +1,1 @@
+"""One module per projection: its tables, and how ledger events change them."""

@@ -1,0 +1,123 @@
+"""Audit log: one row per ledger event, with ids, scope, revision and a keyed hash, never content.
+
+`content_hash` is the HMAC of the normalised content under the memory's own data key, so once
+the memory is forgotten (its key destroyed) no guess can ever be checked against it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Final
+
+from psycopg import Cursor
+from psycopg.sql import SQL, Composed
+
+from domain.model.candidate import MemoryCandidate
+from domain.model.memory import Memory
+from domain.model.memory_settings import MemorySettings
+from projections.base import Projection
+from projections.envelope import Envelope
+from projections.tables import Tables
+
+__all__ = ["EVENT_TYPES", "AuditLog", "event_type"]
+
+EVENT_TYPES: Final[dict[type, str]] = {
+    Memory.Created: "memory.created",
+    Memory.Updated: "memory.updated",
+    Memory.Replaced: "memory.updated",
+    Memory.VersionRestored: "memory.version_restored",
+    Memory.Confirmed: "memory.confirmed",
+    Memory.ScheduleChanged: "memory.updated",
+    Memory.Suppressed: "memory.suppressed",
+    Memory.Restored: "memory.restored",
+    Memory.Forgotten: "memory.deleted",
+    MemoryCandidate.Proposed: "memory.candidate_created",
+    MemoryCandidate.Accepted: "memory.candidate_accepted",
+    MemoryCandidate.Rejected: "memory.candidate_rejected",
+    MemoryCandidate.Expired: "memory.candidate_expired",
+    MemorySettings.Created: "memory.settings_changed",
+    MemorySettings.Changed: "memory.settings_changed",
+    MemorySettings.Erased: "memory.settings_erased",
+}
+"""Section 17's names; restore from suppression and version restore are named apart."""
+
+
+def event_type(envelope: Envelope) -> str:
+    """The audit name of a ledger event (`unknown` for one this version cannot read)."""
+    return EVENT_TYPES.get(type(envelope.event), "unknown")
+
+
+def _row(e: Envelope) -> tuple[Any, ...]:
+    event = e.event
+    memory_id = candidate_id = None
+    scope_type = getattr(event, "scope_type", None)
+    workspace_type = getattr(event, "workspace_type", None)
+    if isinstance(event, Memory.Event):
+        memory_id = e.originator_id
+    elif isinstance(event, MemoryCandidate.Event):
+        candidate_id = e.originator_id
+        memory_id = getattr(event, "target_memory_id", None) or getattr(
+            event, "resulting_memory_id", None
+        )
+        scope_type = getattr(event, "proposed_scope_type", None)
+        workspace_type = getattr(event, "proposed_workspace_type", None)
+    return (
+        e.position,
+        e.event_id,
+        event_type(e),
+        e.topic,
+        memory_id,
+        candidate_id,
+        getattr(event, "user_id", None),
+        scope_type,
+        workspace_type,
+        getattr(event, "revision", None),
+        getattr(event, "content_hash", None),
+        e.timestamp,
+        e.request_id,
+    )
+
+
+class AuditLog(Projection):
+    """Security trail of the ledger (versions, not audit, are where content may be seen)."""
+
+    name = "audit_log"
+    tables = ("audit_log",)
+
+    def create(self, t: Tables) -> list[Composed]:
+        table = t["audit_log"]
+        return [
+            SQL(
+                "CREATE TABLE IF NOT EXISTS {} ("
+                " position bigint PRIMARY KEY,"
+                " event_id uuid NOT NULL,"
+                " event_type text NOT NULL,"
+                " topic text NOT NULL,"
+                " memory_id uuid NULL,"
+                " candidate_id uuid NULL,"
+                " user_id text NULL,"
+                " scope_type text NULL,"
+                " workspace_type text NULL,"
+                " revision integer NULL,"
+                " content_hash text NULL,"
+                " occurred_at timestamptz NULL,"
+                " request_id text NULL)"
+            ).format(table),
+            SQL("CREATE INDEX IF NOT EXISTS {} ON {} (user_id, position)").format(
+                t.index("audit_log", "user"), table
+            ),
+            SQL("CREATE INDEX IF NOT EXISTS {} ON {} (memory_id, position)").format(
+                t.index("audit_log", "memory"), table
+            ),
+        ]
+
+    def apply(self, cur: Cursor[Any], t: Tables, batch: Sequence[Envelope]) -> None:
+        with cur.copy(
+            SQL(
+                "COPY {} (position, event_id, event_type, topic, memory_id, candidate_id,"
+                " user_id, scope_type, workspace_type, revision, content_hash, occurred_at,"
+                " request_id) FROM STDIN"
+            ).format(t["audit_log"])
+        ) as copy:
+            for envelope in batch:
+                copy.write_row(_row(envelope))

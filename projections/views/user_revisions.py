@@ -1,0 +1,44 @@
+"""Per-user memory revision: advances on every change to a user's memories (cache keys)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+from psycopg import Cursor
+from psycopg.sql import SQL, Composed
+
+from domain.model.memory import Memory
+from projections.base import Projection
+from projections.envelope import Envelope
+from projections.tables import Tables
+
+__all__ = ["UserRevisions"]
+
+
+class UserRevisions(Projection):
+    """A counter per user; any cached search result keyed by an older value is stale."""
+
+    name = "user_revisions"
+    tables = ("user_revisions",)
+
+    def create(self, t: Tables) -> list[Composed]:
+        return [
+            SQL(
+                "CREATE TABLE IF NOT EXISTS {} ("
+                " user_id text PRIMARY KEY,"
+                " revision bigint NOT NULL)"
+            ).format(t["user_revisions"])
+        ]
+
+    def apply(self, cur: Cursor[Any], t: Tables, batch: Sequence[Envelope]) -> None:
+        changes = Counter(e.event.user_id for e in batch if isinstance(e.event, Memory.Event))
+        if changes:
+            cur.executemany(
+                SQL(
+                    "INSERT INTO {0} AS r (user_id, revision) VALUES (%s, %s)"
+                    " ON CONFLICT (user_id) DO UPDATE SET revision = r.revision + EXCLUDED.revision"
+                ).format(t["user_revisions"]),
+                sorted(changes.items()),
+            )

@@ -1,0 +1,198 @@
+"""The projection worker: follows the ledger live and keeps every projection caught up."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+from psycopg.sql import SQL, Identifier
+from psycopg_pool import ConnectionPool
+
+from domain.ledger.ledger import MemoryLedger
+from projections.base import Projection
+from projections.envelope import decode_batch
+from projections.tables import Tables
+from projections.tracking import apply_tracked, create_tracking, lock_key, read_positions
+
+__all__ = ["ProjectionStatus", "ProjectionWorker", "ensure_tables"]
+
+_log = logging.getLogger(__name__)
+
+
+def ensure_tables(
+    pool: ConnectionPool[Any], schema: str, projections: Sequence[Projection]
+) -> None:
+    """Create the live tables of every projection and the tracking table, if missing."""
+    t = Tables(schema)
+    with pool.connection() as conn, conn.transaction():
+        conn.execute(SQL("SELECT pg_advisory_xact_lock(%s)"), (lock_key(schema, "ddl"),))
+        for statement in create_tracking(t):
+            conn.execute(statement)
+        for projection in projections:
+            for statement in projection.create(t):
+                conn.execute(statement)
+
+
+@dataclass(frozen=True, slots=True)
+class ProjectionStatus:
+    """A projection's position against the ledger's head."""
+
+    name: str
+    position: int
+    head: int
+
+    @property
+    def lag(self) -> int:
+        """How many ledger positions it is behind."""
+        return max(0, self.head - self.position)
+
+
+class ProjectionWorker:
+    """Applies new ledger events to projections, each in its own tracked transactions.
+
+    Run it in-process (`start()`/`stop()`) or as its own process (`run()`). Each projection is
+    run by the one worker holding its advisory lock; other workers stand by. Database errors
+    restart the loop with exponential back-off; a projection whose batch fails is retried
+    later without holding the others back.
+    """
+
+    def __init__(
+        self,
+        ledger: MemoryLedger,
+        pool: ConnectionPool[Any],
+        schema: str,
+        projections: Sequence[Projection],
+        *,
+        batch_size: int = 1000,
+        idle_wait: float = 1.0,
+        max_backoff: float = 30.0,
+    ) -> None:
+        self.ledger = ledger
+        self.pool = pool
+        self.schema = schema
+        self.projections = list(projections)
+        self.tables = Tables(schema)
+        self.batch_size = batch_size
+        self.idle_wait = idle_wait
+        self.max_backoff = max_backoff
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._progress = threading.Condition()
+        self._retry_at: dict[str, float] = {}
+
+    # -- catching up -------------------------------------------------------------------------
+
+    def positions(self) -> dict[str, int]:
+        """Each projection's position (0 before its first batch)."""
+        with self.pool.connection() as conn:
+            stored = read_positions(conn, self.tables)
+        return {p.name: stored.get(p.name, 0) for p in self.projections}
+
+    def status(self) -> list[ProjectionStatus]:
+        """Position and lag of every projection."""
+        head = self.ledger.position()
+        return [ProjectionStatus(n, pos, head) for n, pos in self.positions().items()]
+
+    def catch_up(self, owned: Sequence[Projection] | None = None) -> int:
+        """Apply every event not yet applied; returns how many ledger events were read."""
+        runnable = [p for p in (owned or self.projections) if self._may_run(p.name)]
+        read = 0
+        while runnable and not self._stop.is_set():
+            positions = self.positions()
+            start = min(positions[p.name] for p in runnable) + 1
+            notes = self.ledger.recorder.select_notifications(start, self.batch_size)
+            if not notes:
+                break
+            batch = decode_batch(self.ledger.mapper, notes)
+            read += len(batch)
+            runnable = [p for p in runnable if self._apply(p, batch)]
+            with self._progress:
+                self._progress.notify_all()
+        return read
+
+    def _apply(self, projection: Projection, batch: Any) -> bool:
+        try:
+            with self.pool.connection() as conn:
+                apply_tracked(conn, projection, self.tables, batch)
+        except psycopg.OperationalError:
+            raise  # the database is unwell: let the supervisor back off and reconnect
+        except Exception:
+            # A broken projection must not hold the others back: retry it later, alone.
+            delay = min(self.max_backoff, 2 * self._retry_at.get(projection.name + "#", 0.5))
+            self._retry_at[projection.name + "#"] = delay
+            self._retry_at[projection.name] = time.monotonic() + delay
+            _log.exception("projection %s failed; retrying in %.1fs", projection.name, delay)
+            return False
+        self._retry_at.pop(projection.name + "#", None)
+        return True
+
+    def _may_run(self, name: str) -> bool:
+        return time.monotonic() >= self._retry_at.get(name, 0.0)
+
+    # -- following the ledger ----------------------------------------------------------------
+
+    def run(self) -> None:
+        """Follow the ledger until stop(); restarts itself after errors, with back-off."""
+        backoff = 0.5
+        while not self._stop.is_set():
+            try:
+                self._follow()
+                return
+            except Exception:
+                _log.exception("projection worker failed; restarting in %.1fs", backoff)
+                self._stop.wait(backoff)
+                backoff = min(self.max_backoff, backoff * 2)
+
+    def _follow(self) -> None:
+        conninfo = self.pool.conninfo
+        kwargs = {**self.pool.kwargs, "autocommit": True}
+        with psycopg.connect(conninfo, **kwargs) as listener:
+            channel = self.ledger.recorder.channel_name  # type: ignore[attr-defined]
+            listener.execute(SQL("LISTEN {}").format(Identifier(channel)))
+            while not self._stop.is_set():
+                owned = [p for p in self.projections if self._hold(listener, p)]
+                if owned:
+                    self.catch_up(owned)
+                # Sleep until the ledger notifies a commit (or idle_wait passes, as a safety net).
+                for _ in listener.notifies(timeout=self.idle_wait, stop_after=1):
+                    pass
+
+    def _hold(self, listener: psycopg.Connection[Any], projection: Projection) -> bool:
+        row = listener.execute(
+            "SELECT pg_try_advisory_lock(%s)", (lock_key(self.schema, projection.name),)
+        ).fetchone()
+        return bool(row and row[0])
+
+    def start(self) -> None:
+        """Run the worker in a background thread (in-process with the API)."""
+        self._stop.clear()
+        self._thread = threading.Thread(target=self.run, name="projection-worker", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop after the batch in progress (its transaction commits or rolls back whole)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+            self._thread = None
+
+    # -- read-your-writes --------------------------------------------------------------------
+
+    def wait(self, position: int | None, timeout: float = 5.0) -> bool:
+        """Block until every projection reached `position` (a command's); False on timeout."""
+        if not position:
+            return True
+        deadline = time.monotonic() + timeout
+        while True:
+            if min(self.positions().values(), default=0) >= position:
+                return True
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            with self._progress:
+                self._progress.wait(min(remaining, 0.05))
