@@ -4,18 +4,24 @@ from __future__ import annotations
 
 import sys
 from importlib.metadata import PackageNotFoundError, version
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from pydantic import SecretStr
 
 from api.settings import Settings
 
+if TYPE_CHECKING:
+    from domain.ledger.ledger import MemoryLedger
+    from projections.worker import ProjectionWorker
+
 __all__ = ["app", "main"]
 
 app = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False)
 keys_app = typer.Typer(no_args_is_help=True, help="Master and data key operations.")
 app.add_typer(keys_app, name="keys")
+projections_app = typer.Typer(no_args_is_help=True, help="Read models: run, rebuild, status.")
+app.add_typer(projections_app, name="projections")
 
 
 @app.callback()
@@ -37,6 +43,7 @@ def serve(
     host: Annotated[str | None, typer.Option(help="interface to bind")] = None,
     port: Annotated[int | None, typer.Option(help="port to listen on")] = None,
     dev: Annotated[bool, typer.Option(help="local development: generate missing secrets")] = False,
+    worker: Annotated[bool, typer.Option(help="run the projection worker in this process")] = True,
 ) -> None:
     """Serve the HTTP API (embedded PostgreSQL when MEMLEDGER_DATABASE_URL is unset)."""
     import uvicorn
@@ -63,6 +70,87 @@ def serve(
         timeout_graceful_shutdown=10,
     )
     ledger.close()
+
+
+@projections_app.command("run")
+def run_projections() -> None:
+    """Follow the ledger and keep every projection up to date (its own process)."""
+    import signal
+
+    settings = _settings()
+    ledger, worker = _ledger_and_worker(settings)
+    _complete_shredding(ledger)
+    signal.signal(signal.SIGTERM, lambda *_: worker.stop(timeout=0))
+    typer.echo("memledger: projection worker running (Ctrl-C to stop)", err=True)
+    try:
+        worker.run()
+    except KeyboardInterrupt:
+        worker.stop(timeout=0)
+    finally:
+        worker.pool.close()
+        ledger.close()
+
+
+@projections_app.command("rebuild")
+def rebuild_projections(
+    names: Annotated[list[str] | None, typer.Argument(help="projections (default: all)")] = None,
+    batch: Annotated[int, typer.Option(min=1, help="events per transaction")] = 2000,
+) -> None:
+    """Rebuild projections from the ledger into fresh tables and swap them in live."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    from projections.rebuild import rebuild
+    from projections.registry import select
+
+    settings = _settings()
+    try:
+        chosen = select(names or [])
+    except KeyError as error:
+        typer.echo(str(error.args[0]), err=True)
+        raise typer.Exit(2) from None
+    ledger, worker = _ledger_and_worker(settings)
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.speed} events/s"),
+    )
+    try:
+        with Progress(*columns, disable=not sys.stderr.isatty()) as progress:
+            task = progress.add_task("replaying the ledger", total=ledger.position())
+            report = rebuild(
+                ledger,
+                worker.pool,
+                settings.db_schema,
+                chosen,
+                batch_size=batch,
+                progress=lambda n: progress.advance(task, n),
+            )
+    finally:
+        worker.pool.close()
+        ledger.close()
+    typer.echo(
+        f"rebuilt {', '.join(p.name for p in chosen)}: {report.events} events in "
+        f"{report.seconds:.2f}s ({report.events_per_second:,.0f} events/s)"
+    )
+    for table, count in report.differences.items():
+        verdict = "identical to live" if count == 0 else f"{count} rows differed from live"
+        typer.echo(f"  {table}: {verdict}")
+    if not report.identical:
+        typer.echo("the rebuilt tables (from the ledger) replaced the live ones")
+
+
+@projections_app.command("status")
+def projections_status() -> None:
+    """Each projection's position in the ledger and how far it lags."""
+    settings = _settings()
+    ledger, worker = _ledger_and_worker(settings)
+    try:
+        for status in worker.status():
+            typer.echo(f"{status.name:<18} position {status.position:>10}  lag {status.lag}")
+    finally:
+        worker.pool.close()
+        ledger.close()
 
 
 @keys_app.command("rotate")
@@ -110,6 +198,20 @@ def erase_user(
     outcome = ledger.erase_user(user)
     typer.echo(f"erased {user} at ledger position {outcome.position}")
     ledger.close()
+
+
+def _ledger_and_worker(settings: Settings) -> tuple[MemoryLedger, ProjectionWorker]:
+    from api.bootstrap import build_ledger, build_worker, resolve_database_url
+
+    url = resolve_database_url(settings)
+    ledger = build_ledger(settings, url)
+    return ledger, build_worker(settings, ledger, url)
+
+
+def _complete_shredding(ledger: MemoryLedger) -> None:
+    shredded = ledger.complete_shredding()
+    if shredded:
+        typer.echo(f"memledger: destroyed {shredded} data keys that outlived a forget", err=True)
 
 
 def _settings(**overrides: object) -> Settings:
