@@ -8,14 +8,18 @@ from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 
 from domain.ledger.ledger import MemoryLedger
+from projections.worker import ProjectionWorker
 
 __all__ = ["create_app"]
 
 
-def create_app(ledger: MemoryLedger) -> FastAPI:
-    """The HTTP API over one ledger."""
+def create_app(
+    ledger: MemoryLedger, worker: ProjectionWorker | None = None, *, max_lag: int = 1000
+) -> FastAPI:
+    """The HTTP API over one ledger and the projections its worker maintains."""
     app = FastAPI(title="memledger", version="1", summary="An event-sourced memory ledger")
     app.state.ledger = ledger
+    app.state.worker = worker
 
     @app.get("/healthz", tags=["operations"])
     def healthz() -> dict[str, str]:
@@ -24,13 +28,17 @@ def create_app(ledger: MemoryLedger) -> FastAPI:
 
     @app.get("/readyz", tags=["operations"], response_model=None)
     def readyz() -> Any:
-        """200 when the ledger is reachable, else 503."""
+        """200 when the ledger is reachable and projections lag at most `max_lag` events."""
         try:
             position = ledger.position()
-        except Exception as error:
+            lags = {s.name: s.lag for s in worker.status()} if worker else {}
+        except Exception as error:  # any failure means not ready
             return JSONResponse(
                 {"status": "unavailable", "detail": type(error).__name__}, status_code=503
             )
-        return {"status": "ready", "ledger_position": position}
+        body = {"ledger_position": position, "projection_lag": lags}
+        if any(lag > max_lag for lag in lags.values()):
+            return JSONResponse({"status": "lagging", **body}, status_code=503)
+        return {"status": "ready", **body}
 
     return app

@@ -49,27 +49,33 @@ def serve(
     import uvicorn
 
     from api.app import create_app
-    from api.bootstrap import build_ledger, jwt_secret
+    from api.bootstrap import build_ledger, build_worker, jwt_secret, resolve_database_url
     from domain.ledger.keyring import KeyringError
 
     settings = _settings(dev=dev)
     try:
         settings = settings.model_copy(update={"jwt_secret": SecretStr(jwt_secret(settings))})
-        ledger = build_ledger(settings)
+        url = resolve_database_url(settings)
+        ledger = build_ledger(settings, url)
     except KeyringError as error:
         typer.echo(f"memledger: {error}", err=True)
         raise typer.Exit(2) from None
-    shredded = ledger.complete_shredding()
-    if shredded:
-        typer.echo(f"memledger: destroyed {shredded} data keys that outlived a forget", err=True)
-    uvicorn.run(
-        create_app(ledger),
-        host=host or settings.host,
-        port=port or settings.port,
-        log_level="info",
-        timeout_graceful_shutdown=10,
-    )
-    ledger.close()
+    _complete_shredding(ledger)
+    projection_worker = build_worker(settings, ledger, url)
+    if worker:
+        projection_worker.start()
+    try:
+        uvicorn.run(
+            create_app(ledger, projection_worker, max_lag=settings.max_projection_lag),
+            host=host or settings.host,
+            port=port or settings.port,
+            log_level="info",
+            timeout_graceful_shutdown=10,
+        )
+    finally:
+        projection_worker.stop()  # after in-flight requests: stops at a committed position
+        projection_worker.pool.close()
+        ledger.close()
 
 
 @projections_app.command("run")

@@ -158,6 +158,8 @@ class ProjectionWorker:
                 owned = [p for p in self.projections if self._hold(listener, p)]
                 if owned:
                     self.catch_up(owned)
+                if any(p.name == "candidates" for p in owned):
+                    self.expire_due_candidates()
                 # Sleep until the ledger notifies a commit (or idle_wait passes, as a safety net).
                 for _ in listener.notifies(timeout=self.idle_wait, stop_after=1):
                     pass
@@ -167,6 +169,21 @@ class ProjectionWorker:
             "SELECT pg_try_advisory_lock(%s)", (lock_key(self.schema, projection.name),)
         ).fetchone()
         return bool(row and row[0])
+
+    def expire_due_candidates(self, limit: int = 100) -> int:
+        """Expire pending candidates past their expiry (30 days); returns how many.
+
+        Run by the worker holding the candidates projection, so one process sweeps at a time.
+        """
+        with self.pool.connection() as conn:
+            rows = conn.execute(
+                SQL(
+                    "SELECT candidate_id FROM {} WHERE status = 'pending' AND expires_at <= %s"
+                    " ORDER BY expires_at LIMIT %s"
+                ).format(self.tables["candidates"]),
+                (self.ledger.clock(), limit),
+            ).fetchall()
+        return sum(self.ledger.expire_candidate(row[0]).status == "expired" for row in rows)
 
     def start(self) -> None:
         """Run the worker in a background thread (in-process with the API)."""

@@ -260,3 +260,23 @@ def test_status_reports_position_and_lag(ledger: MemoryLedger, worker: Projectio
     assert {s.lag for s in worker.status()} == {ledger.position()}
     worker.catch_up()
     assert {s.lag for s in worker.status()} == {0}
+
+
+def test_the_worker_expires_candidates_after_thirty_days(
+    ledger: MemoryLedger, worker: ProjectionWorker, clock: Any
+) -> None:
+    candidate = ledger.propose_candidate(
+        "alice",
+        operation="create",
+        scope=LEARNING,
+        memory_key="goal",
+        content="pass",
+        category="goal",
+    ).candidate
+    worker.catch_up()
+    assert worker.expire_due_candidates() == 0
+    clock.advance(days=30)
+    assert worker.expire_due_candidates() == 1
+    worker.catch_up()
+    assert ledger.get_candidate("alice", candidate.candidate_id).status == "expired"
+    assert worker.expire_due_candidates() == 0
