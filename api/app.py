@@ -1,25 +1,33 @@
-"""The FastAPI application: built once from a ready ledger (routes are added by resource)."""
+"""The FastAPI application, built once from its services; routes live in api/routes/."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Response
 from fastapi.responses import JSONResponse
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from domain.ledger.ledger import MemoryLedger
-from projections.worker import ProjectionWorker
+from api.deps import Services
+from api.errors import install_error_handlers
+from api.middleware import RequestContext
+from api.routes import legacy, memories
 
 __all__ = ["create_app"]
 
 
-def create_app(
-    ledger: MemoryLedger, worker: ProjectionWorker | None = None, *, max_lag: int = 1000
-) -> FastAPI:
-    """The HTTP API over one ledger and the projections its worker maintains."""
-    app = FastAPI(title="memledger", version="1", summary="An event-sourced memory ledger")
-    app.state.ledger = ledger
-    app.state.worker = worker
+def create_app(services: Services, *, max_lag: int = 1000) -> FastAPI:
+    """The HTTP API of API_CONTRACT.md over one ledger and its projections."""
+    app = FastAPI(
+        title="memledger",
+        version="1",
+        summary="An event-sourced memory ledger for AI agents: memories the user owns.",
+    )
+    app.state.services = services
+    install_error_handlers(app)
+    app.add_middleware(RequestContext, metrics=services.metrics)
+    for module in (memories, legacy):
+        app.include_router(module.router)
 
     @app.get("/healthz", tags=["operations"])
     def healthz() -> dict[str, str]:
@@ -29,8 +37,9 @@ def create_app(
     @app.get("/readyz", tags=["operations"], response_model=None)
     def readyz() -> Any:
         """200 when the ledger is reachable and projections lag at most `max_lag` events."""
+        worker = services.worker
         try:
-            position = ledger.position()
+            position = services.ledger.position()
             lags = {s.name: s.lag for s in worker.status()} if worker else {}
         except Exception as error:  # any failure means not ready
             return JSONResponse(
@@ -40,5 +49,10 @@ def create_app(
         if any(lag > max_lag for lag in lags.values()):
             return JSONResponse({"status": "lagging", **body}, status_code=503)
         return {"status": "ready", **body}
+
+    @app.get("/metrics", tags=["operations"], response_class=Response)
+    def metrics() -> Response:
+        """Prometheus text format."""
+        return Response(generate_latest(services.metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
     return app

@@ -12,16 +12,20 @@ from typing import Any
 from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import ConnectionPool
 
+from api.deps import Services
 from api.embedded import ensure_schema, start_embedded_postgres
+from api.metrics import Metrics
 from api.settings import Settings
 from domain.ledger.keyring import KeyringError, MasterKeyring, generate_master_key
 from domain.ledger.ledger import MemoryLedger
+from projections.queries import Reads
 from projections.registry import all_projections
 from projections.worker import ProjectionWorker, ensure_tables
 
 __all__ = [
     "build_ledger",
     "build_pool",
+    "build_services",
     "build_worker",
     "dev_secret",
     "jwt_secret",
@@ -53,7 +57,9 @@ def postgres_env(settings: Settings, database_url: str) -> dict[str, str]:
         "POSTGRES_IDLE_IN_TRANSACTION_SESSION_TIMEOUT": str(settings.idle_in_transaction_timeout),
         "POSTGRES_POOL_SIZE": str(settings.pool_size),
         "POSTGRES_MAX_OVERFLOW": str(settings.max_overflow),
-        "POSTGRES_PRE_PING": "y",
+        # Off: a ping per checkout is a round trip per command. A dropped connection is met
+        # instead by retrying the statement on another one (the pool discards broken ones).
+        "POSTGRES_PRE_PING": "n",
         # Off on purpose: with it, a tailing reader can skip events committed out of order.
         "POSTGRES_ENABLE_DB_FUNCTIONS": "n",
     }
@@ -117,6 +123,19 @@ def build_worker(settings: Settings, ledger: MemoryLedger, database_url: str) ->
     projections = all_projections()
     ensure_tables(pool, settings.db_schema, projections)
     return ProjectionWorker(ledger, pool, settings.db_schema, projections)
+
+
+def build_services(
+    settings: Settings, ledger: MemoryLedger, worker: ProjectionWorker
+) -> Services:
+    """What the HTTP routes use: the ledger, projection reads, metrics and the JWT secret."""
+    return Services(
+        ledger=ledger,
+        reads=Reads(worker.pool, settings.db_schema),
+        metrics=Metrics(),
+        jwt_secret=jwt_secret(settings),
+        worker=worker,
+    )
 
 
 def build_ledger(settings: Settings, database_url: str | None = None) -> MemoryLedger:

@@ -49,7 +49,13 @@ def serve(
     import uvicorn
 
     from api.app import create_app
-    from api.bootstrap import build_ledger, build_worker, jwt_secret, resolve_database_url
+    from api.bootstrap import (
+        build_ledger,
+        build_services,
+        build_worker,
+        jwt_secret,
+        resolve_database_url,
+    )
     from domain.ledger.keyring import KeyringError
 
     settings = _settings(dev=dev)
@@ -66,7 +72,10 @@ def serve(
         projection_worker.start()
     try:
         uvicorn.run(
-            create_app(ledger, projection_worker, max_lag=settings.max_projection_lag),
+            create_app(
+                build_services(settings, ledger, projection_worker),
+                max_lag=settings.max_projection_lag,
+            ),
             host=host or settings.host,
             port=port or settings.port,
             log_level="info",

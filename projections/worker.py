@@ -98,11 +98,16 @@ class ProjectionWorker:
         head = self.ledger.position()
         return [ProjectionStatus(n, pos, head) for n, pos in self.positions().items()]
 
-    def catch_up(self, owned: Sequence[Projection] | None = None) -> int:
-        """Apply every event not yet applied; returns how many ledger events were read."""
+    def catch_up(
+        self, owned: Sequence[Projection] | None = None, *, interruptible: bool = False
+    ) -> int:
+        """Apply every event not yet applied; returns how many ledger events were read.
+
+        `interruptible` (the live loop) stops between batches once stop() was called.
+        """
         runnable = [p for p in (owned or self.projections) if self._may_run(p.name)]
         read = 0
-        while runnable and not self._stop.is_set():
+        while runnable and not (interruptible and self._stop.is_set()):
             positions = self.positions()
             start = min(positions[p.name] for p in runnable) + 1
             notes = self.ledger.recorder.select_notifications(start, self.batch_size)
@@ -157,7 +162,7 @@ class ProjectionWorker:
             while not self._stop.is_set():
                 owned = [p for p in self.projections if self._hold(listener, p)]
                 if owned:
-                    self.catch_up(owned)
+                    self.catch_up(owned, interruptible=True)
                 if any(p.name == "candidates" for p in owned):
                     self.expire_due_candidates()
                 # Sleep until the ledger notifies a commit (or idle_wait passes, as a safety net).
@@ -195,8 +200,18 @@ class ProjectionWorker:
         """Stop after the batch in progress (its transaction commits or rolls back whole)."""
         self._stop.set()
         if self._thread is not None:
+            self._wake()
             self._thread.join(timeout)
             self._thread = None
+
+    def _wake(self) -> None:
+        # The listener sleeps in LISTEN; a NOTIFY on its channel wakes it to see the stop.
+        channel = self.ledger.recorder.channel_name  # type: ignore[attr-defined]
+        try:
+            with self.pool.connection() as conn:
+                conn.execute(SQL("NOTIFY {}").format(Identifier(channel)))
+        except Exception:
+            _log.debug("could not wake the projection worker", exc_info=True)
 
     # -- read-your-writes --------------------------------------------------------------------
 

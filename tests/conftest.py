@@ -11,15 +11,21 @@ from typing import Any
 
 import psycopg
 import pytest
+from fastapi.testclient import TestClient
 from psycopg import sql
 from psycopg_pool import ConnectionPool
 
+from api.app import create_app
+from api.auth import mint_token
 from api.bootstrap import postgres_env
+from api.deps import Services
 from api.embedded import ensure_schema, start_embedded_postgres
+from api.metrics import Metrics
 from api.settings import Settings
 from domain.ledger.keyring import MasterKeyring, generate_master_key
 from domain.ledger.ledger import MemoryLedger
 from projections.base import Projection
+from projections.queries import Reads
 from projections.registry import all_projections
 from projections.worker import ProjectionWorker, ensure_tables
 
@@ -141,3 +147,36 @@ def make_worker(
 @pytest.fixture
 def worker(make_worker: Callable[..., ProjectionWorker]) -> ProjectionWorker:
     return make_worker()
+
+
+JWT_SECRET = "test-secret-of-at-least-32-bytes-long!"
+
+
+@pytest.fixture
+def services(ledger: MemoryLedger, worker: ProjectionWorker, pg_schema: str) -> Services:
+    """The API's services over this test's ledger; the worker runs in-process."""
+    worker.start()
+    return Services(
+        ledger=ledger,
+        reads=Reads(worker.pool, pg_schema),
+        metrics=Metrics(),
+        jwt_secret=JWT_SECRET,
+        worker=worker,
+    )
+
+
+@pytest.fixture
+def client(services: Services) -> Iterator[TestClient]:
+    """An HTTP client of the app (500s are answered, not raised)."""
+    with TestClient(create_app(services), raise_server_exceptions=False) as test_client:
+        yield test_client
+
+
+@pytest.fixture
+def auth() -> Callable[..., dict[str, str]]:
+    """Authorization headers for a user: auth("alice", workspace="learning", mode=...)."""
+
+    def headers(user_id: str = "alice", **claims: Any) -> dict[str, str]:
+        return {"Authorization": f"Bearer {mint_token(JWT_SECRET, user_id, **claims)}"}
+
+    return headers

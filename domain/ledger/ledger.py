@@ -7,11 +7,13 @@ from uuid import UUID
 from eventsourcing.application import AggregateNotFoundError
 from eventsourcing.utils import get_topic
 
+from domain.errors import NotFound
 from domain.ledger.candidates import CandidateCommands
 from domain.ledger.views import Outcome, SettingsView
 from domain.model.candidate import MemoryCandidate
 from domain.model.memory import Memory
 from domain.model.memory_settings import MemorySettings, settings_id
+from domain.model.values import Scope, check_key
 
 __all__ = ["MemoryLedger"]
 
@@ -49,6 +51,13 @@ class MemoryLedger(CandidateCommands):
             return SettingsView.of(settings), position
 
         return self._retrying(attempt)
+
+    def forget_by_key(self, user_id: str, scope: Scope, memory_key: str) -> Outcome:
+        """Forget the live memory holding this key in this scope (legacy DELETE by key)."""
+        memory = self._find_by_key(user_id, scope, check_key(memory_key))
+        if memory is None or memory.is_forgotten:
+            raise NotFound(f"no memory with key {memory_key!r} in {scope.label()}")
+        return self.forget_memory(user_id, memory.id)
 
     def erase_user(self, user_id: str) -> Outcome:
         """Forget every memory, shred every candidate and reset the settings of one user.

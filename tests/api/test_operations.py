@@ -1,44 +1,67 @@
-"""Operational endpoints over HTTP."""
+"""Operational endpoints over HTTP: health, readiness, metrics, request ids."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from fastapi.testclient import TestClient
 
 from api.app import create_app
+from api.deps import Services
 from domain.ledger.ledger import MemoryLedger
 from domain.model.values import Scope
-from projections.worker import ProjectionWorker
 
 
-def test_healthz_answers_while_the_process_is_up(ledger: MemoryLedger) -> None:
-    with TestClient(create_app(ledger)) as client:
-        assert client.get("/healthz").json() == {"status": "ok"}
+def test_healthz_answers_while_the_process_is_up(client: TestClient) -> None:
+    response = client.get("/healthz")
+    assert response.json() == {"status": "ok"} and response.headers["X-Request-ID"]
 
 
-def test_readyz_reports_the_ledger_position(ledger: MemoryLedger) -> None:
-    with TestClient(create_app(ledger)) as client:
-        response = client.get("/readyz")
+def test_readyz_reports_the_ledger_position_and_lag(client: TestClient) -> None:
+    response = client.get("/readyz")
     assert response.status_code == 200 and response.json()["ledger_position"] == 0
 
 
 def test_readyz_is_503_while_projections_lag_too_far(
-    ledger: MemoryLedger, worker: ProjectionWorker
+    ledger: MemoryLedger, services: Services
 ) -> None:
+    assert services.worker is not None
+    services.worker.stop()
     for i in range(3):
         ledger.create_memory(
             "alice", scope=Scope.global_(), memory_key=f"k{i}", content=f"fact {i}", category="fact"
         )
-    with TestClient(create_app(ledger, worker, max_lag=2)) as client:
+    with TestClient(create_app(services, max_lag=2)) as client:
         lagging = client.get("/readyz")
-        worker.catch_up()
+        services.worker.catch_up()
         caught_up = client.get("/readyz")
     assert lagging.status_code == 503 and lagging.json()["status"] == "lagging"
-    assert caught_up.status_code == 200 and set(caught_up.json()["projection_lag"].values()) == {0}
+    assert caught_up.status_code == 200
+    assert set(caught_up.json()["projection_lag"].values()) == {0}
 
 
-def test_readyz_is_503_when_the_ledger_is_unreachable(ledger: MemoryLedger) -> None:
-    app = create_app(ledger)
+def test_readyz_is_503_when_the_ledger_is_unreachable(
+    ledger: MemoryLedger, services: Services
+) -> None:
+    app = create_app(services)
     ledger.close()  # the pool is gone: every query fails
     with TestClient(app) as client:
         response = client.get("/readyz")
     assert response.status_code == 503 and response.json()["status"] == "unavailable"
+
+
+def test_metrics_are_prometheus_text(
+    client: TestClient, auth: Callable[..., dict[str, str]]
+) -> None:
+    client.get("/me/core-memories", headers=auth())
+    text = client.get("/metrics").text
+    assert "memledger_http_requests_total" in text and 'route="/me/core-memories"' in text
+
+
+def test_a_caller_request_id_is_echoed_and_a_bad_one_replaced(client: TestClient) -> None:
+    assert (
+        client.get("/healthz", headers={"X-Request-ID": "req-42"}).headers["X-Request-ID"]
+        == "req-42"
+    )
+    replaced = client.get("/healthz", headers={"X-Request-ID": "bad id\n"}).headers["X-Request-ID"]
+    assert replaced != "bad id\n" and len(replaced) == 32

@@ -1,0 +1,86 @@
+"""Request dependencies: the verified identity, the services, and read-your-writes waits."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Annotated
+
+from fastapi import Depends, Header, Request
+
+from api.auth import Identity, InvalidToken, verify_token
+from api.metrics import Metrics
+from domain.ledger.ledger import MemoryLedger
+from domain.ledger.views import Outcome
+from projections.queries import Reads
+from projections.worker import ProjectionWorker
+
+__all__ = ["CurrentIdentity", "FreshReads", "Services", "ServicesDep", "fresh_reads"]
+
+
+@dataclass
+class Services:
+    """Everything a route needs, built once at start-up."""
+
+    ledger: MemoryLedger
+    reads: Reads
+    metrics: Metrics
+    jwt_secret: str
+    worker: ProjectionWorker | None = None
+    read_timeout: float = 5.0
+    _written: dict[str, int] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def wrote(self, user_id: str, outcome: Outcome) -> Outcome:
+        """Remember the position of a user's write, so their next reads wait for it."""
+        if outcome.position:
+            with self._lock:
+                self._written[user_id] = max(self._written.get(user_id, 0), outcome.position)
+        return outcome
+
+    def wait_for(self, user_id: str, at_least: int = 0) -> None:
+        """Wait (bounded) until projections show this user's writes (read-your-writes)."""
+        with self._lock:
+            position = max(self._written.get(user_id, 0), at_least)
+        if position and self.worker is not None:
+            self.worker.wait(position, timeout=self.read_timeout)
+
+
+def _services(request: Request) -> Services:
+    services: Services = request.app.state.services
+    return services
+
+
+ServicesDep = Annotated[Services, Depends(_services)]
+
+
+def _identity(
+    request: Request,
+    services: ServicesDep,
+    authorization: Annotated[str | None, Header(include_in_schema=False)] = None,
+) -> Identity:
+    scheme, _, token = (authorization or "").partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise InvalidToken("no bearer token")
+    identity = verify_token(token.strip(), services.jwt_secret)
+    request.scope.setdefault("state", {})["user_id"] = identity.user_id
+    return identity
+
+
+CurrentIdentity = Annotated[Identity, Depends(_identity)]
+
+
+def fresh_reads(
+    identity: CurrentIdentity,
+    services: ServicesDep,
+    min_position: Annotated[
+        int | None,
+        Header(alias="X-Min-Position", ge=0, description="wait for this ledger position"),
+    ] = None,
+) -> Reads:
+    """Projection reads that already include the caller's own earlier writes."""
+    services.wait_for(identity.user_id, min_position or 0)
+    return services.reads
+
+
+FreshReads = Annotated[Reads, Depends(fresh_reads)]

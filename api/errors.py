@@ -1,0 +1,129 @@
+"""Every domain error mapped to its HTTP status in one place (API_CONTRACT.md, 'Shapes')."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException
+
+from api.auth import InvalidToken
+from domain.errors import (
+    CandidateNotPending,
+    InvalidInput,
+    KeyExists,
+    LedgerUnavailable,
+    MemoryForgotten,
+    NotFound,
+    PolicyDenied,
+    RevisionConflict,
+    SensitiveContent,
+)
+from domain.ledger.correlation import current_request_id
+from projections.queries import InvalidCursor
+
+__all__ = ["install_error_handlers"]
+
+_log = logging.getLogger("memledger.api")
+
+
+def _error(status: int, detail: str, **extra: Any) -> JSONResponse:
+    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    return JSONResponse({"detail": detail, **extra}, status_code=status, headers=headers)
+
+
+def _field_errors(error: RequestValidationError) -> list[dict[str, Any]]:
+    return [
+        {
+            "field": ".".join(str(p) for p in e.get("loc", ()) if p != "body"),
+            "message": e.get("msg", "invalid"),
+            "type": e.get("type", ""),
+        }
+        for e in error.errors()
+    ]
+
+
+def _status_of(error: Exception) -> JSONResponse:
+    match error:
+        case InvalidToken():
+            return _error(401, "missing, malformed, expired or wrongly signed bearer token")
+        case SensitiveContent():
+            return _error(
+                422,
+                str(error),
+                reason="sensitive_content",
+                errors=[{"field": error.field, "message": error.message}],
+            )
+        case InvalidInput():
+            return _error(
+                422, str(error), errors=[{"field": error.field, "message": error.message}]
+            )
+        case InvalidCursor():
+            return _error(422, str(error), errors=[{"field": "cursor", "message": str(error)}])
+        case PolicyDenied():
+            return _error(403, str(error), reason=error.reason)
+        case NotFound():
+            return _error(404, "not found")
+        case MemoryForgotten():
+            return _error(
+                410, "this memory was forgotten; its content is gone for good", reason="forgotten"
+            )
+        case RevisionConflict():
+            return _error(
+                409, str(error), reason="revision_conflict", current_revision=error.current_revision
+            )
+        case KeyExists():
+            return _error(409, str(error), reason="key_exists", memory_id=str(error.memory_id))
+        case CandidateNotPending():
+            return _error(409, str(error), reason="candidate_decided", status=error.status)
+        case LedgerUnavailable():
+            return JSONResponse(
+                {"detail": "the ledger is busy or unreachable; retry"},
+                status_code=503,
+                headers={"Retry-After": "1"},
+            )
+    raise error
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    """Register the handlers; unexpected errors become 500 with a request id, nothing more."""
+
+    async def domain_error(_: Request, error: Exception) -> JSONResponse:
+        return _status_of(error)
+
+    async def validation_error(_: Request, error: Exception) -> JSONResponse:
+        assert isinstance(error, RequestValidationError)
+        errors = _field_errors(error)
+        summary = "; ".join(f"{e['field'] or 'body'}: {e['message']}" for e in errors)
+        return _error(422, f"invalid request: {summary}", errors=errors)
+
+    async def http_error(_: Request, error: Exception) -> JSONResponse:
+        assert isinstance(error, HTTPException)
+        return JSONResponse(
+            {"detail": str(error.detail)}, status_code=error.status_code, headers=error.headers
+        )
+
+    async def unexpected(_: Request, error: Exception) -> JSONResponse:
+        request_id = current_request_id()
+        _log.error("unexpected error", exc_info=error, extra={"request_id": request_id})
+        return _error(500, "internal error", request_id=request_id)
+
+    for kind in (
+        InvalidToken,
+        InvalidInput,
+        InvalidCursor,
+        PolicyDenied,
+        NotFound,
+        MemoryForgotten,
+        RevisionConflict,
+        KeyExists,
+        CandidateNotPending,
+        LedgerUnavailable,
+    ):
+        app.add_exception_handler(kind, domain_error)
+    app.add_exception_handler(RequestValidationError, validation_error)
+    app.add_exception_handler(HTTPException, http_error)
+    app.add_exception_handler(Exception, unexpected)

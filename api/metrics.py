@@ -1,0 +1,57 @@
+"""Prometheus metrics of section 17, one registry per app (so tests and apps never collide)."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+
+__all__ = ["Metrics"]
+
+_LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+
+
+class Metrics:
+    """Counters and latency histograms; never labelled with user ids or content."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.requests = Counter(
+            "memledger_http_requests", "HTTP requests", ["route", "method", "status"], registry=r
+        )
+        self.latency = Histogram(
+            "memledger_http_request_seconds",
+            "HTTP request latency",
+            ["route", "method"],
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.tool_latency = Histogram(
+            "memledger_tool_seconds",
+            "agent tool call latency",
+            ["tool"],
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.searches = Counter("memledger_searches", "memory searches", ["outcome"], registry=r)
+        self.search_items = Histogram(
+            "memledger_search_items",
+            "items returned per search",
+            buckets=(0, 1, 2, 3, 5, 10, 20),
+            registry=r,
+        )
+        self.search_tokens = Histogram(
+            "memledger_search_tokens",
+            "tokens returned per search",
+            buckets=(0, 50, 100, 200, 400, 600),
+            registry=r,
+        )
+        self.candidates = Counter(
+            "memledger_candidates", "candidate decisions", ["decision"], registry=r
+        )
+        self.conflicts = Counter("memledger_conflicts", "409 answers", ["reason"], registry=r)
+        self.corrections = Counter(
+            "memledger_corrections", "user corrections of memories", registry=r
+        )
+        self.denials = Counter(
+            "memledger_policy_denials", "403 answers by reason", ["reason"], registry=r
+        )

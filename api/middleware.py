@@ -1,0 +1,115 @@
+"""ASGI middleware: request ids, structured access logs, latency metrics, a last-resort 500."""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import time
+import uuid
+from typing import Any
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from api.metrics import Metrics
+from domain.ledger.correlation import correlated
+
+__all__ = ["JsonFormatter", "RequestContext"]
+
+_log = logging.getLogger("memledger.access")
+_VALID_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per log line; extra fields (request_id, user_id, memory_ids) included."""
+
+    _FIELDS = (
+        "request_id",
+        "user_id",
+        "memory_ids",
+        "method",
+        "path",
+        "status",
+        "duration_ms",
+        "route",
+    )
+
+    def format(self, record: logging.LogRecord) -> str:
+        line: dict[str, Any] = {
+            "time": self.formatTime(record),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        line.update({k: getattr(record, k) for k in self._FIELDS if hasattr(record, k)})
+        if record.exc_info:
+            line["error"] = repr(record.exc_info[1])  # type and message only: no locals
+        return json.dumps(line, default=str)
+
+
+class RequestContext:
+    """Gives every request an id (X-Request-ID, taken from the caller when well-formed).
+
+    The id is set for the domain (so events and logs carry it) and echoed on every response,
+    500s included: an unexpected error is answered here with the id and nothing else.
+    """
+
+    def __init__(self, app: ASGIApp, metrics: Metrics) -> None:
+        self.app = app
+        self.metrics = metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        incoming = dict(scope.get("headers") or []).get(b"x-request-id", b"").decode("latin-1")
+        request_id = incoming if _VALID_ID.match(incoming) else uuid.uuid4().hex
+        scope.setdefault("state", {})["request_id"] = request_id
+        status = {"code": 500, "started": False}
+        started = time.perf_counter()
+
+        async def send_with_id(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                status["code"], status["started"] = message["status"], True
+                headers = list(message.get("headers", []))
+                headers.append((b"x-request-id", request_id.encode()))
+                message = {**message, "headers": headers}
+            await send(message)
+
+        with correlated(request_id):
+            try:
+                await self.app(scope, receive, send_with_id)
+            except Exception:
+                _log.exception("unexpected error", extra={"request_id": request_id})
+                if not status["started"]:
+                    body = json.dumps({"detail": "internal error", "request_id": request_id})
+                    await send_with_id(
+                        {
+                            "type": "http.response.start",
+                            "status": 500,
+                            "headers": [(b"content-type", b"application/json")],
+                        }
+                    )
+                    await send({"type": "http.response.body", "body": body.encode()})
+            finally:
+                self._record(scope, request_id, int(status["code"]), started)
+
+    def _record(self, scope: Scope, request_id: str, status: int, started: float) -> None:
+        elapsed = time.perf_counter() - started
+        route = getattr(scope.get("route"), "path", "unmatched")
+        method = scope.get("method", "")
+        self.metrics.requests.labels(route, method, str(status)).inc()
+        self.metrics.latency.labels(route, method).observe(elapsed)
+        state = scope.get("state", {})
+        _log.info(
+            "request",
+            extra={
+                "request_id": request_id,
+                "method": method,
+                "route": route,
+                "status": status,
+                "duration_ms": round(elapsed * 1000, 2),
+                "user_id": state.get("user_id"),
+                "memory_ids": state.get("memory_ids"),
+            },
+        )

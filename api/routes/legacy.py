@@ -1,0 +1,61 @@
+"""The legacy /me/memories endpoints of the Flutter client: global scope only, old fields."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Path, Response
+
+from api.deps import CurrentIdentity, FreshReads, ServicesDep
+from api.schemas.memories import LegacyMemory
+from domain.model.values import Scope
+
+__all__ = ["router"]
+
+router = APIRouter(prefix="/me/memories", tags=["legacy"])
+
+
+@router.get("", response_model=list[LegacyMemory])
+def list_global_memories(identity: CurrentIdentity, reads: FreshReads) -> list[LegacyMemory]:
+    """The caller's active global memories as {memory_key, content, category}."""
+    found: list[LegacyMemory] = []
+    cursor = None
+    while True:
+        page = reads.memories(
+            identity.user_id, scope_type="global", status="active", limit=200, cursor=cursor
+        )
+        found += [
+            LegacyMemory.model_validate({k: r[k] for k in LegacyMemory.model_fields})
+            for r in page.items
+        ]
+        if page.next_cursor is None:
+            return found
+        cursor = page.next_cursor
+
+
+@router.put("", response_model=LegacyMemory)
+def put_global_memory(
+    body: LegacyMemory, identity: CurrentIdentity, services: ServicesDep
+) -> LegacyMemory:
+    """Create or replace the global memory with this key."""
+    outcome = services.ledger.put_global_memory(
+        identity.user_id,
+        memory_key=body.memory_key,
+        content=body.content,
+        category=body.category,
+    )
+    memory = services.wrote(identity.user_id, outcome).memory
+    assert memory is not None
+    return LegacyMemory(
+        memory_key=memory.memory_key, content=memory.content, category=memory.category
+    )  # type: ignore[arg-type]
+
+
+@router.delete("/{memory_key}", status_code=204, responses={404: {"description": "no such key"}})
+def forget_global_memory(
+    identity: CurrentIdentity,
+    services: ServicesDep,
+    memory_key: str = Path(min_length=1, max_length=200),
+) -> Response:
+    """Forget the global memory with this key (irrecoverably)."""
+    outcome = services.ledger.forget_by_key(identity.user_id, Scope.global_(), memory_key)
+    services.wrote(identity.user_id, outcome)
+    return Response(status_code=204)

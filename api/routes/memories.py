@@ -1,0 +1,168 @@
+"""Management API: the caller's memories by id (API_CONTRACT.md, 'Management API')."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+from uuid import UUID
+
+from fastapi import APIRouter, Path, Query, Response, status
+
+from api.deps import CurrentIdentity, FreshReads, ServicesDep
+from api.schemas.memories import (
+    Category,
+    MemoryCreate,
+    MemoryOut,
+    MemoryPage,
+    MemoryPatch,
+    VersionList,
+    VersionOut,
+    VersionRestore,
+    WorkspaceType,
+    memory_out,
+)
+from domain.errors import MemoryForgotten, NotFound
+from domain.ledger.application import UNSET
+from domain.model.values import Scope
+from projections.queries import Reads
+
+__all__ = ["router"]
+
+router = APIRouter(prefix="/me/core-memories", tags=["memories"])
+
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    401: {"description": "missing or invalid token"},
+    404: {"description": "no such memory for this user"},
+    409: {"description": "revision_conflict or key_exists"},
+    410: {"description": "the memory was forgotten"},
+    422: {"description": "invalid input (sensitive_content for secrets)"},
+}
+
+
+def _live_row(reads: Reads, user_id: str, memory_id: UUID) -> dict[str, Any]:
+    row = reads.memory(user_id, memory_id)
+    if row is not None:
+        return row
+    if reads.is_forgotten(user_id, memory_id):
+        raise MemoryForgotten(memory_id)
+    raise NotFound(f"memory {memory_id} not found")
+
+
+@router.get("", response_model=MemoryPage, responses=_ERRORS)
+def list_memories(
+    identity: CurrentIdentity,
+    reads: FreshReads,
+    scope_type: Literal["global", "workspace"] | None = None,
+    workspace_type: WorkspaceType | None = None,
+    status_: Annotated[Literal["active", "suppressed"] | None, Query(alias="status")] = None,
+    category: Category | None = None,
+    limit: Annotated[int, Query(ge=1, le=200)] = 50,
+    cursor: Annotated[str | None, Query(max_length=500)] = None,
+) -> MemoryPage:
+    """The caller's active and suppressed memories (filter by scope, status, category)."""
+    page = reads.memories(
+        identity.user_id,
+        scope_type=scope_type,
+        workspace_type=workspace_type,
+        status=status_,
+        category=category,
+        limit=limit,
+        cursor=cursor,
+    )
+    return MemoryPage(items=[memory_out(r) for r in page.items], next_cursor=page.next_cursor)
+
+
+@router.post("", response_model=MemoryOut, status_code=201, responses=_ERRORS)
+def create_memory(
+    body: MemoryCreate, identity: CurrentIdentity, services: ServicesDep, response: Response
+) -> MemoryOut:
+    """Create an explicit memory; the same key and content again answers 200, unchanged."""
+    outcome = services.wrote(
+        identity.user_id,
+        services.ledger.create_memory(
+            identity.user_id,
+            scope=Scope(body.scope_type, body.workspace_type),
+            memory_key=body.memory_key,
+            content=body.content,
+            category=body.category,
+            review_after=body.review_after,
+            expires_at=body.expires_at,
+        ),
+    )
+    if outcome.status == "unchanged":
+        response.status_code = status.HTTP_200_OK
+    return memory_out(outcome.memory)
+
+
+@router.get("/{memory_id}", response_model=MemoryOut, responses=_ERRORS)
+def get_memory(memory_id: UUID, identity: CurrentIdentity, reads: FreshReads) -> MemoryOut:
+    """One memory."""
+    return memory_out(_live_row(reads, identity.user_id, memory_id))
+
+
+@router.patch("/{memory_id}", response_model=MemoryOut, responses=_ERRORS)
+def update_memory(
+    memory_id: UUID, body: MemoryPatch, identity: CurrentIdentity, services: ServicesDep
+) -> MemoryOut:
+    """Correct content or category (revision + 1) or reschedule; needs expected_revision."""
+    given = body.model_fields_set
+    outcome = services.wrote(
+        identity.user_id,
+        services.ledger.update_memory(
+            identity.user_id,
+            memory_id,
+            expected_revision=body.expected_revision,
+            content=body.content,
+            category=body.category,
+            review_after=body.review_after if "review_after" in given else UNSET,
+            expires_at=body.expires_at if "expires_at" in given else UNSET,
+        ),
+    )
+    if outcome.status == "updated" and ({"content", "category"} & given):
+        services.metrics.corrections.inc()
+    return memory_out(outcome.memory)
+
+
+@router.delete("/{memory_id}", status_code=204, responses=_ERRORS)
+def forget_memory(memory_id: UUID, identity: CurrentIdentity, services: ServicesDep) -> Response:
+    """Forget irrecoverably: content, versions, candidates, profile and index are shredded."""
+    services.wrote(identity.user_id, services.ledger.forget_memory(identity.user_id, memory_id))
+    return Response(status_code=204)
+
+
+@router.post("/{memory_id}/suppress", response_model=MemoryOut, responses=_ERRORS)
+def suppress_memory(memory_id: UUID, identity: CurrentIdentity, services: ServicesDep) -> MemoryOut:
+    """Exclude from retrieval until restored (revision unchanged)."""
+    outcome = services.ledger.suppress_memory(identity.user_id, memory_id)
+    return memory_out(services.wrote(identity.user_id, outcome).memory)
+
+
+@router.post("/{memory_id}/restore", response_model=MemoryOut, responses=_ERRORS)
+def restore_memory(memory_id: UUID, identity: CurrentIdentity, services: ServicesDep) -> MemoryOut:
+    """Bring a suppressed memory back (revision unchanged)."""
+    outcome = services.ledger.restore_memory(identity.user_id, memory_id)
+    return memory_out(services.wrote(identity.user_id, outcome).memory)
+
+
+@router.get("/{memory_id}/versions", response_model=VersionList, responses=_ERRORS)
+def list_versions(memory_id: UUID, identity: CurrentIdentity, reads: FreshReads) -> VersionList:
+    """Every content version, ascending revision."""
+    _live_row(reads, identity.user_id, memory_id)
+    rows = reads.versions(identity.user_id, memory_id)
+    return VersionList(items=[VersionOut.model_validate(r) for r in rows])
+
+
+@router.post(
+    "/{memory_id}/versions/{revision}/restore", response_model=MemoryOut, responses=_ERRORS
+)
+def restore_version(
+    memory_id: UUID,
+    revision: Annotated[int, Path(ge=1)],
+    body: VersionRestore,
+    identity: CurrentIdentity,
+    services: ServicesDep,
+) -> MemoryOut:
+    """That version's content becomes a new revision."""
+    outcome = services.ledger.restore_version(
+        identity.user_id, memory_id, revision=revision, expected_revision=body.expected_revision
+    )
+    return memory_out(services.wrote(identity.user_id, outcome).memory)

@@ -1,0 +1,1 @@
+"""Pydantic request and response models: the HTTP edge only, never stored."""

@@ -1,0 +1,153 @@
+"""Request and response models of the management and legacy memory APIs."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+from uuid import UUID
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "Category",
+    "LegacyMemory",
+    "MemoryCreate",
+    "MemoryOut",
+    "MemoryPage",
+    "MemoryPatch",
+    "VersionList",
+    "VersionOut",
+    "VersionRestore",
+    "WorkspaceType",
+    "memory_out",
+]
+
+Category = Literal[
+    "preference", "goal", "constraint", "background", "fact", "profile", "project", "other"
+]
+WorkspaceType = Literal["learning", "teaching", "research"]
+ScopeType = Literal["global", "workspace"]
+Key = Field(min_length=1, max_length=200, examples=["explanation_preference"])
+Content = Field(min_length=1, max_length=4000, examples=["我更喜欢先看例子再看定义。"])
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class MemoryOut(BaseModel):
+    """A memory (API_CONTRACT.md `Memory`)."""
+
+    memory_id: UUID
+    memory_key: str
+    content: str
+    category: str
+    scope_type: ScopeType
+    workspace_type: WorkspaceType | None
+    source_type: Literal["explicit", "confirmed"]
+    status: Literal["active", "suppressed"]
+    revision: int = Field(ge=1)
+    created_at: datetime
+    updated_at: datetime
+    last_confirmed_at: datetime | None
+    review_after: datetime | None
+    expires_at: datetime | None
+
+
+def memory_out(source: Any) -> MemoryOut:
+    """From a command's MemoryView or a projection row (dict)."""
+    data = (
+        source
+        if isinstance(source, dict)
+        else {name: getattr(source, name) for name in MemoryOut.model_fields}
+    )
+    return MemoryOut.model_validate({k: data[k] for k in MemoryOut.model_fields})
+
+
+class MemoryCreate(_Strict):
+    """POST /me/core-memories."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "memory_key": "explanation_preference",
+                    "content": "I prefer examples first.",
+                    "category": "preference",
+                    "scope_type": "workspace",
+                    "workspace_type": "learning",
+                }
+            ]
+        },
+    )
+    memory_key: str = Key
+    content: str = Content
+    category: Category
+    scope_type: ScopeType
+    workspace_type: WorkspaceType | None = None
+    review_after: datetime | None = None
+    expires_at: datetime | None = None
+
+
+class MemoryPatch(_Strict):
+    """PATCH /me/core-memories/{memory_id}: only the fields given change."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={"examples": [{"expected_revision": 1, "content": "Examples first."}]},
+    )
+    expected_revision: int = Field(ge=1)
+    content: str | None = Field(None, min_length=1, max_length=4000)
+    category: Category | None = None
+    review_after: datetime | None = None
+    expires_at: datetime | None = None
+
+
+class MemoryPage(BaseModel):
+    """A page of memories."""
+
+    items: list[MemoryOut]
+    next_cursor: str | None
+
+
+class VersionOut(BaseModel):
+    """One content version."""
+
+    revision: int
+    content: str
+    category: str
+    scope_type: ScopeType
+    workspace_type: WorkspaceType | None
+    change_type: Literal["create", "update", "replace", "restore"]
+    changed_via: Literal["user_api", "agent_tool", "candidate", "migration"]
+    source_candidate_id: UUID | None
+    created_at: datetime
+
+
+class VersionList(BaseModel):
+    """Versions in ascending revision."""
+
+    items: list[VersionOut]
+
+
+class VersionRestore(_Strict):
+    """POST /me/core-memories/{memory_id}/versions/{revision}/restore."""
+
+    expected_revision: int = Field(ge=1, examples=[3])
+
+
+class LegacyMemory(_Strict):
+    """The legacy /me/memories shape (global scope only)."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {"memory_key": "language", "content": "Answer in Python", "category": "preference"}
+            ]
+        },
+    )
+    memory_key: str = Key
+    content: str = Content
+    category: Category

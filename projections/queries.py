@@ -1,0 +1,165 @@
+"""Reads over the projections, for the API: memories, versions, candidates, audit, tombstones."""
+
+from __future__ import annotations
+
+import base64
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from psycopg.rows import dict_row
+from psycopg.sql import SQL, Composed
+from psycopg_pool import ConnectionPool
+
+from projections.tables import Tables
+from projections.views.active_memories import COLUMNS as MEMORY_COLUMNS
+
+__all__ = ["InvalidCursor", "Page", "Reads"]
+
+_MEMORY = SQL(", ").join(SQL(c) for c in ("memory_id", *MEMORY_COLUMNS))
+
+
+class InvalidCursor(ValueError):
+    """A pagination cursor that this API did not hand out."""
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    """A page of rows and the cursor of the next page (None when done)."""
+
+    items: list[dict[str, Any]]
+    next_cursor: str | None
+
+
+def _encode_cursor(created_at: datetime, memory_id: UUID) -> str:
+    raw = json.dumps([created_at.isoformat(), str(memory_id)]).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def _decode_cursor(cursor: str) -> tuple[datetime, UUID]:
+    try:
+        padded = cursor + "=" * (-len(cursor) % 4)
+        created_at, memory_id = json.loads(base64.urlsafe_b64decode(padded))
+        return datetime.fromisoformat(created_at), UUID(memory_id)
+    except (ValueError, TypeError) as error:
+        raise InvalidCursor("cursor is not one this API returned") from error
+
+
+class Reads:
+    """Queries over the live projection tables (callers wait for positions beforehand)."""
+
+    def __init__(self, pool: ConnectionPool[Any], schema: str) -> None:
+        self.pool = pool
+        self.t = Tables(schema)
+
+    def _all(self, query: Composed, params: tuple[Any, ...]) -> list[dict[str, Any]]:
+        with self.pool.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
+            cur.execute(query, params)
+            return cur.fetchall()
+
+    def memory(self, user_id: str, memory_id: UUID) -> dict[str, Any] | None:
+        """One live memory of the user, or None."""
+        rows = self._all(
+            SQL("SELECT {} FROM {} WHERE memory_id = %s AND user_id = %s").format(
+                _MEMORY, self.t["active_memories"]
+            ),
+            (memory_id, user_id),
+        )
+        return rows[0] if rows else None
+
+    def is_forgotten(self, user_id: str, memory_id: UUID) -> bool:
+        """True when the user forgot this memory (its tombstone is theirs)."""
+        rows = self._all(
+            SQL("SELECT 1 AS x FROM {} WHERE memory_id = %s AND user_id = %s").format(
+                self.t["tombstones"]
+            ),
+            (memory_id, user_id),
+        )
+        return bool(rows)
+
+    def memories(
+        self,
+        user_id: str,
+        *,
+        scope_type: str | None = None,
+        workspace_type: str | None = None,
+        status: str | None = None,
+        category: str | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> Page:
+        """The user's live memories, oldest first, keyset-paginated."""
+        where = [SQL("user_id = %s")]
+        params: list[Any] = [user_id]
+        for column, value in (("scope_type", scope_type), ("workspace_type", workspace_type),
+                              ("status", status), ("category", category)):
+            if value is not None:
+                where.append(SQL(f"{column} = %s"))
+                params.append(value)
+        if cursor:
+            created_at, memory_id = _decode_cursor(cursor)
+            where.append(SQL("(created_at, memory_id) > (%s, %s)"))
+            params += [created_at, memory_id]
+        rows = self._all(
+            SQL("SELECT {} FROM {} WHERE {} ORDER BY created_at, memory_id LIMIT %s").format(
+                _MEMORY, self.t["active_memories"], SQL(" AND ").join(where)
+            ),
+            (*params, limit + 1),
+        )
+        more = len(rows) > limit
+        rows = rows[:limit]
+        last = rows[-1] if more else None
+        return Page(rows, _encode_cursor(last["created_at"], last["memory_id"]) if last else None)
+
+    def versions(self, user_id: str, memory_id: UUID) -> list[dict[str, Any]]:
+        """Every revision of a live memory, ascending."""
+        return self._all(
+            SQL(
+                "SELECT revision, content, category, scope_type, workspace_type, change_type,"
+                " changed_via, source_candidate_id, created_at FROM {}"
+                " WHERE memory_id = %s AND user_id = %s ORDER BY revision"
+            ).format(self.t["memory_versions"]),
+            (memory_id, user_id),
+        )
+
+    def candidates(self, user_id: str, status: str) -> list[dict[str, Any]]:
+        """The user's candidates in one status, newest first."""
+        return self._all(
+            SQL(
+                "SELECT * FROM {} WHERE user_id = %s AND status = %s"
+                " ORDER BY created_at DESC, candidate_id"
+            ).format(self.t["candidates"]),
+            (user_id, status),
+        )
+
+    def audit(
+        self, *, after: int, limit: int, user_id: str | None = None,
+        memory_id: UUID | None = None,
+    ) -> list[dict[str, Any]]:
+        """Audit rows after a position, ascending; never content or keys."""
+        where = [SQL("position > %s")]
+        params: list[Any] = [after]
+        if user_id is not None:
+            where.append(SQL("user_id = %s"))
+            params.append(user_id)
+        if memory_id is not None:
+            where.append(SQL("memory_id = %s"))
+            params.append(memory_id)
+        return self._all(
+            SQL(
+                "SELECT position, event_id, event_type, memory_id, user_id, scope_type,"
+                " workspace_type, revision, content_hash, occurred_at, request_id FROM {}"
+                " WHERE {} ORDER BY position LIMIT %s"
+            ).format(self.t["audit_log"], SQL(" AND ").join(where)),
+            (*params, limit),
+        )
+
+    def user_revision(self, user_id: str) -> int:
+        """The user's memory revision (0 before any memory event)."""
+        rows = self._all(
+            SQL("SELECT revision FROM {} WHERE user_id = %s").format(self.t["user_revisions"]),
+            (user_id,),
+        )
+        return int(rows[0]["revision"]) if rows else 0
