@@ -11,7 +11,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from api.deps import Services
 from api.errors import install_error_handlers
 from api.middleware import RequestContext
-from api.routes import legacy, memories
+from api.routes import audit, candidates, legacy, memories, settings, tools
 
 __all__ = ["create_app"]
 
@@ -26,7 +26,7 @@ def create_app(services: Services, *, max_lag: int = 1000) -> FastAPI:
     app.state.services = services
     install_error_handlers(app)
     app.add_middleware(RequestContext, metrics=services.metrics)
-    for module in (memories, legacy):
+    for module in (memories, legacy, candidates, settings, tools, audit):
         app.include_router(module.router)
 
     @app.get("/healthz", tags=["operations"])
