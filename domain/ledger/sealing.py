@@ -88,6 +88,22 @@ class SealingMapper(Mapper[UUID]):
         object.__setattr__(event, "__dict__", state)
         return event
 
+    def clear_state(self, stored: StoredEvent) -> dict[str, Any]:
+        """The event's clear attributes, read without any key ({} when unreadable)."""
+        data = bytes(stored.state)
+        if data.startswith(_MAGIC):
+            data = data[8 : 8 + int.from_bytes(data[4:8], "big")]
+        try:
+            state = self.transcoder.decode(data)
+        except Exception:
+            return {}
+        return state if isinstance(state, dict) else {}
+
+    @staticmethod
+    def is_sealed(stored: StoredEvent) -> bool:
+        """True when the event has personal fields sealed under its aggregate's data key."""
+        return bytes(stored.state[:4]) == _MAGIC
+
     def decode_state(self, stored: StoredEvent, fields: tuple[str, ...]) -> dict[str, Any]:
         """The event's attributes (without id and version), decrypted or redacted."""
         data = bytes(stored.state)

@@ -1,0 +1,129 @@
+"""`memledger replay` through the command line: JSON lines on stdout, exit 2 on bad input."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from api.replay_cli import replay_command
+from domain.ledger.ledger import MemoryLedger
+from domain.model.values import Scope
+from projections.replay import as_of, replay_events
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def cli() -> typer.Typer:
+    app = typer.Typer()
+    app.command("replay")(replay_command)
+    app.command("noop")(lambda: None)  # with two commands, "replay" is a subcommand as in prod
+    return app
+
+
+@pytest.fixture
+def env(database_url: str, pg_schema: str, master_key: str) -> dict[str, str | None]:
+    return {
+        "MEMLEDGER_DATABASE_URL": database_url,
+        "MEMLEDGER_SCHEMA": pg_schema,
+        "MEMLEDGER_MASTER_KEY": master_key,
+        "MEMLEDGER_MASTER_KEY_FILE": None,
+    }
+
+
+def run(cli: typer.Typer, env: dict[str, str | None], *args: str) -> Any:
+    return CliRunner().invoke(cli, ["replay", *args], env=env)
+
+
+def ok(cli: typer.Typer, env: dict[str, str | None], *args: str) -> list[dict[str, Any]]:
+    """Run successfully; every stdout line is one JSON object."""
+    result = run(cli, env, *args)
+    assert result.exit_code == 0, (result.output, result.exception)
+    return [json.loads(line) for line in result.stdout.splitlines()]
+
+
+@pytest.fixture
+def moments(ledger: MemoryLedger) -> dict[str, Any]:
+    def remember(user: str, key: str, content: str) -> Any:
+        outcome = ledger.create_memory(
+            user, scope=Scope.global_(), memory_key=key, content=content, category="fact"
+        )
+        assert outcome.memory is not None
+        return outcome.memory.memory_id
+
+    kept = remember("alice", "drink", "café crème")
+    gone = remember("alice", "city", "Zürich")
+    remember("bob", "drink", "water")
+    before_forget = datetime.now(UTC)
+    ledger.forget_memory("alice", gone)
+    return {"kept": kept, "gone": gone, "before_forget": before_forget}
+
+
+def test_replay_prints_one_json_object_per_line(
+    cli: typer.Typer, env: dict[str, str | None], ledger: MemoryLedger, moments: dict[str, Any]
+) -> None:
+    result = run(cli, env)
+    assert result.exit_code == 0, (result.output, result.exception)
+    assert "café crème" in result.stdout  # ensure_ascii=False: text as written
+    assert "Zürich" not in result.stdout  # forgotten: its key is gone
+    records = ok(cli, env)
+    assert records == list(replay_events(ledger))
+    assert [r["position"] for r in records] == list(range(1, ledger.position() + 1))
+
+    alice = ok(cli, env, "--user", "alice", "--after", "1")
+    assert alice == list(replay_events(ledger, user_id="alice", after=1))
+    assert [r["user_id"] for r in alice] == ["alice", "alice"]
+    only = ok(cli, env, "--memory", str(moments["gone"]))
+    assert [r["event_type"] for r in only] == ["memory.created", "memory.deleted"]
+    assert only[0]["redacted"] is True and "content" not in only[0]["data"]
+    at = moments["before_forget"].isoformat()
+    assert ok(cli, env, "--until", "2", "--before", at) == records[:2]
+    assert ok(cli, env, "--since", at) == records[3:]
+
+
+def test_as_of_prints_the_reconstructed_memories(
+    cli: typer.Typer, env: dict[str, str | None], ledger: MemoryLedger, moments: dict[str, Any]
+) -> None:
+    at = moments["before_forget"]
+    memories = ok(cli, env, "--user", "alice", "--as-of", at.isoformat())
+    assert memories == as_of(ledger, "alice", at)
+    assert [(m["content"], m["redacted"]) for m in memories] == [
+        ("café crème", False),
+        (None, True),  # live then, forgotten since: irrecoverable
+    ]
+    naive_utc = at.astimezone(UTC).replace(tzinfo=None).isoformat()
+    assert ok(cli, env, "--user", "alice", "--as-of", naive_utc) == memories
+    now = ok(cli, env, "--user", "alice", "--as-of", datetime.now(UTC).isoformat())
+    assert [m["memory_id"] for m in now] == [str(moments["kept"])]
+    gone = str(moments["gone"])
+    one = ok(cli, env, "--user", "alice", "--memory", gone, "--as-of", at.isoformat())
+    assert [m["memory_id"] for m in one] == [gone]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--memory", "not-a-uuid"], "not a UUID"),
+        (["--as-of", "2025-01-01T00:00:00Z"], "'--as-of': needs --user"),
+        (["--user", "alice", "--as-of", "2025-01-01", "--after", "3"], "cannot be combined"),
+        (["--since", "yesterday"], "not a time"),
+        (["--after", "-1"], "--after"),
+    ],
+)
+def test_bad_input_exits_with_2_and_says_why(
+    cli: typer.Typer, env: dict[str, str | None], args: list[str], message: str
+) -> None:
+    result = run(cli, env, *args)
+    assert result.exit_code == 2
+    assert message in " ".join(result.output.split())  # the error box may wrap lines
+    assert result.stdout == ""  # errors go to stderr, never into the JSON stream
+
+
+def test_missing_master_key_exits_with_2(cli: typer.Typer, env: dict[str, str | None]) -> None:
+    result = run(cli, {**env, "MEMLEDGER_MASTER_KEY": None})
+    assert result.exit_code == 2 and "no master key" in result.output
