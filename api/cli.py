@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import sys
 from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Annotated
@@ -71,6 +72,9 @@ def serve(
     projection_worker = build_worker(settings, ledger, url)
     if worker:
         projection_worker.start()
+    # uvicorn drains in-flight requests on SIGTERM, then re-raises the signal to the handler
+    # it found: make that handler a clean exit, so the worker and pools below close properly.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     try:
         uvicorn.run(
             create_app(
@@ -155,7 +159,6 @@ def token(
 @projections_app.command("run")
 def run_projections() -> None:
     """Follow the ledger and keep every projection up to date (its own process)."""
-    import signal
 
     settings = _settings()
     ledger, worker = _ledger_and_worker(settings)

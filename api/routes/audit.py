@@ -1,9 +1,55 @@
-"""Routes of API_CONTRACT.md: audit (being built)."""
+"""Audit API: the ledger's security trail, for auditors (API_CONTRACT.md, 'Audit and operations').
+
+Every ledger event appears once, in ledger order, with ids, scope, revision, a keyed content hash
+and the request id that recorded it; never content or memory keys. Page with `after`: each answer
+carries `next_after`, the position to pass next (the given `after` again when nothing is newer).
+"""
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from typing import Annotated, Any
+from uuid import UUID
 
-__all__ = ["router"]
+from fastapi import APIRouter, Header, Query
 
-router = APIRouter()
+from api.deps import CurrentIdentity, ServicesDep
+from api.schemas.audit import AuditEvent, AuditPage
+from domain.errors import PolicyDenied
+
+__all__ = ["AUDITOR_ROLE", "router"]
+
+AUDITOR_ROLE = "auditor"
+
+router = APIRouter(prefix="/audit", tags=["audit"])
+
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    401: {"description": "missing or invalid token"},
+    403: {"description": "not_auditor: the token has no `auditor` role"},
+    422: {"description": "invalid query (limit above 1000, negative after, bad memory_id)"},
+}
+
+
+@router.get("/events", response_model=AuditPage, responses=_ERRORS)
+def audit_events(
+    identity: CurrentIdentity,
+    services: ServicesDep,
+    after: Annotated[int, Query(ge=0, description="return events after this position")] = 0,
+    limit: Annotated[int, Query(ge=1, le=1000, description="at most this many events")] = 100,
+    user_id: Annotated[str | None, Query(min_length=1, max_length=200)] = None,
+    memory_id: UUID | None = None,
+    min_position: Annotated[
+        int | None,
+        Header(alias="X-Min-Position", ge=0, description="wait for this ledger position"),
+    ] = None,
+) -> AuditPage:
+    """Ledger events after `after`, ascending; `next_after` is the `after` of the next page.
+
+    The answer includes every event committed before the request arrived (the projection is
+    awaited, bounded; should it lag further, the rest comes on a later page, never skipped).
+    """
+    if AUDITOR_ROLE not in identity.roles:
+        raise PolicyDenied("not_auditor", "only a token with the auditor role reads the audit log")
+    services.wait_for(identity.user_id, max(services.ledger.position(), min_position or 0))
+    rows = services.reads.audit(after=after, limit=limit, user_id=user_id, memory_id=memory_id)
+    items = [AuditEvent.model_validate(row) for row in rows]
+    return AuditPage(items=items, next_after=items[-1].position if items else after)

@@ -1,0 +1,51 @@
+"""Response models of the audit API: ids, scope, revision and a keyed hash, never content."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from uuid import UUID
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = ["AuditEvent", "AuditPage"]
+
+
+class AuditEvent(BaseModel):
+    """One ledger event as the audit trail shows it (API_CONTRACT.md, 'Audit and operations')."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    position: int = Field(ge=1, description="the event's position in the ledger (ascending)")
+    event_id: UUID
+    event_type: str = Field(
+        description="`memory.created`, `memory.updated`, `memory.version_restored`, "
+        "`memory.suppressed`, `memory.restored`, `memory.deleted`, `memory.candidate_*`, "
+        "`memory.settings_changed`, …",
+        examples=["memory.created"],
+    )
+    memory_id: UUID | None = Field(
+        description="the memory concerned (for a candidate: its target or resulting memory)"
+    )
+    user_id: str | None
+    scope_type: str | None
+    workspace_type: str | None
+    revision: int | None
+    content_hash: str | None = Field(
+        description="HMAC of the normalised content under the memory's own data key: equal "
+        "hashes mean equal content of one memory; after a forget no guess can be checked"
+    )
+    occurred_at: datetime | None
+    request_id: str | None = Field(
+        description="the X-Request-ID of the HTTP request that recorded the event"
+    )
+
+
+class AuditPage(BaseModel):
+    """A page of audit events, ascending position."""
+
+    items: list[AuditEvent]
+    next_after: int = Field(
+        ge=0,
+        description="pass as `after` for the next page: the position of the last item returned, "
+        "or the `after` given when the page is empty (poll again later with the same value)",
+    )

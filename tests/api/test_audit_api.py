@@ -1,0 +1,190 @@
+"""GET /audit/events over HTTP: auditors only, ledger order, never content or keys in clear."""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+Auth = Callable[..., dict[str, str]]
+BASE = "/me/core-memories"
+AUDIT = "/audit/events"
+FIELDS = {
+    "position",
+    "event_id",
+    "event_type",
+    "memory_id",
+    "user_id",
+    "scope_type",
+    "workspace_type",
+    "revision",
+    "content_hash",
+    "occurred_at",
+    "request_id",
+}
+
+
+def auditor(auth: Auth) -> dict[str, str]:
+    return auth("audrey", roles=["auditor"])
+
+
+def create(client: TestClient, auth: Auth, user: str = "alice", **fields: Any) -> dict[str, Any]:
+    body = {
+        "memory_key": "style",
+        "content": "I prefer examples first",
+        "category": "preference",
+        "scope_type": "global",
+    } | fields
+    response = client.post(BASE, json=body, headers=auth(user))
+    assert response.status_code == 201, response.text
+    return response.json()
+
+
+def test_every_change_is_audited_with_its_request_id_and_no_content(
+    client: TestClient, auth: Auth
+) -> None:
+    marker = f"zq{uuid.uuid4().hex[:10]}"  # unique: found in the answer only if content leaks
+    key_marker = f"key_{marker}"
+    content = f"My secret hobby is {marker} 我喜欢{marker}"
+    ids = {
+        step: f"req-{step}-{uuid.uuid4().hex[:8]}"
+        for step in ("create", "patch", "version", "suppress", "restore", "forget")
+    }
+
+    def call(method: str, path: str, step: str, body: Any = None) -> Any:
+        headers = auth() | {"X-Request-ID": ids[step]}
+        response = client.request(method, path, json=body, headers=headers)
+        assert response.status_code in (200, 201, 204), response.text
+        assert response.headers["X-Request-ID"] == ids[step]
+        return response
+
+    body = {
+        "memory_key": key_marker,
+        "content": content,
+        "category": "background",
+        "scope_type": "workspace",
+        "workspace_type": "research",
+    }
+    memory = call("POST", BASE, "create", body).json()
+    url = f"{BASE}/{memory['memory_id']}"
+    call("PATCH", url, "patch", {"expected_revision": 1, "content": f"{marker} updated"})
+    call("POST", f"{url}/versions/1/restore", "version", {"expected_revision": 2})
+    call("POST", f"{url}/suppress", "suppress")
+    call("POST", f"{url}/restore", "restore")
+
+    def audited() -> Any:
+        response = client.get(
+            AUDIT, params={"memory_id": memory["memory_id"]}, headers=auditor(auth)
+        )
+        assert response.status_code == 200, response.text
+        assert marker not in response.text and marker.upper() not in response.text
+        return response.json()
+
+    before = audited()["items"]
+    call("DELETE", url, "forget")
+    page = audited()
+    items = page["items"]
+    assert all(set(item) == FIELDS for item in items)
+    assert [(i["event_type"], i["request_id"]) for i in items] == [
+        ("memory.created", ids["create"]),
+        ("memory.updated", ids["patch"]),
+        ("memory.version_restored", ids["version"]),
+        ("memory.suppressed", ids["suppress"]),
+        ("memory.restored", ids["restore"]),
+        ("memory.deleted", ids["forget"]),
+    ]
+    assert items[: len(before)] == before  # the trail only grows, also across a forget
+    assert [i["revision"] for i in items[:3]] == [1, 2, 3]
+    assert {i["user_id"] for i in items} == {"alice"}
+    assert {(i["scope_type"], i["workspace_type"]) for i in items[:3]} == {
+        ("workspace", "research")
+    }
+    positions = [i["position"] for i in items]
+    assert positions == sorted(positions) and page["next_after"] == positions[-1]
+    # the hash is keyed: not the plain digest of the content, and equal for equal content
+    hashes = [i["content_hash"] for i in items[:3]]
+    assert all(hashes) and hashes[0] == hashes[2] != hashes[1]
+    for text in (content, content.lower(), content.strip()):
+        plain = {hashlib.sha256(text.encode()).hexdigest(), hashlib.md5(text.encode()).hexdigest()}
+        assert not plain & set(hashes)
+    everything = client.get(AUDIT, params={"limit": 1000}, headers=auditor(auth))
+    assert marker not in everything.text and key_marker not in everything.text
+
+
+def test_only_auditors_read_the_trail(client: TestClient, auth: Auth) -> None:
+    create(client, auth)
+    assert client.get(AUDIT).status_code == 401
+    assert client.get(AUDIT, headers={"Authorization": "Bearer nope"}).status_code == 401
+    for headers in (auth(), auth(roles=["admin"]), auth(roles=["Auditor"])):
+        denied = client.get(AUDIT, headers=headers)
+        assert denied.status_code == 403
+        assert denied.json()["reason"] == "not_auditor"
+        assert isinstance(denied.json()["detail"], str)
+    allowed = client.get(AUDIT, headers=auth("alice", roles=["admin", "auditor"]))
+    assert allowed.status_code == 200 and len(allowed.json()["items"]) == 1
+
+
+@pytest.mark.parametrize(
+    ("params", "field"),
+    [
+        ({"limit": 1001}, "limit"),
+        ({"limit": 0}, "limit"),
+        ({"after": -1}, "after"),
+        ({"memory_id": "not-a-uuid"}, "memory_id"),
+        ({"user_id": "x" * 201}, "user_id"),
+    ],
+)
+def test_invalid_queries_are_422_before_the_role_is_checked(
+    client: TestClient, auth: Auth, params: dict[str, Any], field: str
+) -> None:
+    for headers in (auditor(auth), auth()):  # validation answers before policy (403)
+        response = client.get(AUDIT, params=params, headers=headers)
+        assert response.status_code == 422
+        assert isinstance(response.json()["detail"], str) and field in response.json()["detail"]
+    assert client.get(AUDIT, params=params).status_code == 401  # identity first of all
+
+
+def test_pages_walk_every_event_once_and_filters_narrow(client: TestClient, auth: Auth) -> None:
+    for i in range(4):
+        create(client, auth, "alice", memory_key=f"a{i}", content=f"alice fact {i}")
+        create(client, auth, "bob", memory_key=f"b{i}", content=f"bob fact {i}")
+    seen: list[dict[str, Any]] = []
+    after = 0
+    while True:
+        page = client.get(AUDIT, params={"after": after, "limit": 3}, headers=auditor(auth))
+        assert page.status_code == 200
+        items = page.json()["items"]
+        if not items:
+            assert page.json()["next_after"] == after  # nothing newer: poll again from here
+            break
+        assert len(items) <= 3 and items[0]["position"] > after
+        seen += items
+        after = page.json()["next_after"]
+        assert after == items[-1]["position"]
+    assert len(seen) == 8 and len({i["event_id"] for i in seen}) == 8
+    assert [i["position"] for i in seen] == sorted(i["position"] for i in seen)
+    bobs = client.get(AUDIT, params={"user_id": "bob"}, headers=auditor(auth)).json()["items"]
+    assert [i["user_id"] for i in bobs] == ["bob"] * 4
+    assert {i["event_type"] for i in bobs} == {"memory.created"}
+    later = client.get(
+        AUDIT, params={"user_id": "bob", "after": bobs[1]["position"]}, headers=auditor(auth)
+    ).json()
+    assert later["items"] == bobs[2:] and later["next_after"] == bobs[-1]["position"]
+    one = bobs[0]["memory_id"]
+    only = client.get(AUDIT, params={"memory_id": one}, headers=auditor(auth)).json()["items"]
+    assert [i["memory_id"] for i in only] == [one]
+    nobody = client.get(AUDIT, params={"user_id": "carol"}, headers=auditor(auth)).json()
+    assert nobody == {"items": [], "next_after": 0}
+    past_the_end = client.get(AUDIT, params={"after": 10_000}, headers=auditor(auth)).json()
+    assert past_the_end == {"items": [], "next_after": 10_000}
+
+
+def test_defaults_are_after_0_and_limit_100(client: TestClient, auth: Auth) -> None:
+    for i in range(3):
+        create(client, auth, memory_key=f"k{i}", content=f"fact {i}")
+    page = client.get(AUDIT, headers=auditor(auth)).json()
+    assert len(page["items"]) == 3 and page["items"][0]["position"] >= 1

@@ -1,0 +1,114 @@
+"""`memledger token`: a signed token the server accepts, refused inputs exit 2 with a message."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import jwt
+import pytest
+from typer.testing import CliRunner
+
+from api.auth import verify_token
+from api.bootstrap import jwt_secret
+from api.cli import app
+from api.settings import Settings
+
+SECRET = "cli-test-secret-of-at-least-32-bytes!!"
+
+
+@pytest.fixture
+def runner() -> CliRunner:
+    return CliRunner()
+
+
+def invoke(runner: CliRunner, tmp_path: Path, *args: str, secret: str | None = SECRET):
+    env = {"MEMLEDGER_JWT_SECRET": secret, "MEMLEDGER_DATA_DIR": str(tmp_path / "data")}
+    return runner.invoke(app, ["token", *args], env=env)
+
+
+def test_prints_only_a_token_the_server_verifies(runner: CliRunner, tmp_path: Path) -> None:
+    result = invoke(
+        runner,
+        tmp_path,
+        "--user", "alice",
+        "--workspace", "learning",
+        "--mode", "no_write",
+        "--role", "auditor",
+        "--role", "admin",
+        "--tool", "search_core_memories",
+        "--tool", "list_core_memories",
+        "--ttl-hours", "2",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    token = result.stdout.strip()
+    assert len(result.stdout.strip().splitlines()) == 1
+    identity = verify_token(token, SECRET)
+    assert identity.user_id == "alice"
+    assert identity.workspace == "learning" and identity.mode == "no_write"
+    assert identity.roles == {"auditor", "admin"}
+    assert identity.tools == {"search_core_memories", "list_core_memories"}
+    assert jwt.get_unverified_header(token)["alg"] == "HS256"
+    remaining = identity.claims["exp"] - time.time()
+    assert 2 * 3600 - 60 < remaining <= 2 * 3600
+
+
+def test_defaults_name_only_the_user(runner: CliRunner, tmp_path: Path) -> None:
+    result = invoke(runner, tmp_path, "--user", "bob")
+    assert result.exit_code == 0, result.output
+    claims = verify_token(result.stdout.strip(), SECRET).claims
+    assert set(claims) == {"sub", "exp"}  # no workspace, mode normal, no roles, every tool
+    assert 12 * 3600 - 60 < claims["exp"] - time.time() <= 12 * 3600
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--workspace", "lab"], "--workspace must be one of learning, teaching, research"),
+        (["--workspace", "Learning"], "--workspace must be one of"),
+        (["--mode", "readonly"], "--mode must be one of normal, no_write, isolated"),
+        (["--role", ""], "must not be empty"),
+    ],
+)
+def test_invalid_values_exit_2_with_a_clear_message(
+    runner: CliRunner, tmp_path: Path, args: list[str], message: str
+) -> None:
+    result = invoke(runner, tmp_path, "--user", "alice", *args)
+    assert result.exit_code == 2
+    assert message in result.stderr and result.stdout == ""
+
+
+@pytest.mark.parametrize("args", [[], ["--user", "alice", "--ttl-hours", "0"]])
+def test_a_missing_user_or_a_bad_ttl_is_a_usage_error(
+    runner: CliRunner, tmp_path: Path, args: list[str]
+) -> None:
+    result = runner.invoke(app, ["token", *args], env={"MEMLEDGER_JWT_SECRET": SECRET})
+    assert result.exit_code == 2 and result.stdout == ""
+
+
+def test_without_a_secret_it_refuses_unless_dev(runner: CliRunner, tmp_path: Path) -> None:
+    result = invoke(runner, tmp_path, "--user", "alice", secret=None)
+    assert result.exit_code == 2
+    assert "MEMLEDGER_JWT_SECRET is required" in result.stderr
+    assert not (tmp_path / "data").exists()  # nothing generated outside dev mode
+
+
+def test_dev_mode_shares_the_secret_file_of_serve_dev(
+    runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("MEMLEDGER_JWT_SECRET", raising=False)
+    first = invoke(runner, tmp_path, "--user", "alice", "--dev", secret=None)
+    assert first.exit_code == 0, first.output
+    secret_file = tmp_path / "data" / "jwt.secret"
+    assert secret_file.exists() and oct(secret_file.stat().st_mode & 0o777) == "0o600"
+    # what `memledger serve --dev` verifies with: the same settings, the same function
+    served = jwt_secret(Settings(dev=True, data_dir=tmp_path / "data"))  # type: ignore[call-arg]
+    assert verify_token(first.stdout.strip(), served).user_id == "alice"
+    second = invoke(runner, tmp_path, "--user", "bob", "--dev", secret=None)
+    assert verify_token(second.stdout.strip(), served).user_id == "bob"  # reused, not replaced
+
+
+def test_a_configured_secret_wins_over_dev(runner: CliRunner, tmp_path: Path) -> None:
+    result = invoke(runner, tmp_path, "--user", "alice", "--dev")
+    assert result.exit_code == 0
+    assert verify_token(result.stdout.strip(), SECRET).user_id == "alice"
