@@ -125,9 +125,7 @@ def build_worker(settings: Settings, ledger: MemoryLedger, database_url: str) ->
     return ProjectionWorker(ledger, pool, settings.db_schema, projections)
 
 
-def build_services(
-    settings: Settings, ledger: MemoryLedger, worker: ProjectionWorker
-) -> Services:
+def build_services(settings: Settings, ledger: MemoryLedger, worker: ProjectionWorker) -> Services:
     """What the HTTP routes use: the ledger, projection reads, metrics and the JWT secret."""
     return Services(
         ledger=ledger,

@@ -90,7 +90,7 @@ def make_ledger(
     def make(
         keys: list[str] | None = None,
         schema: str | None = None,
-        pool_size: int = 25,
+        pool_size: int = 3,
         **options: object,
     ) -> MemoryLedger:
         settings = Settings(

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from contextlib import AbstractContextManager
 from datetime import UTC, datetime
 from typing import Any, ClassVar, Final, TypeVar
 from uuid import UUID
@@ -14,10 +13,11 @@ from eventsourcing.utils import Environment, get_topic
 from psycopg.sql import SQL
 
 from domain.errors import KeyExists, LedgerUnavailable, MemoryForgotten, NotFound
+from domain.ledger import reads
 from domain.ledger.keyring import MasterKeyring
 from domain.ledger.keystore import DataKeyStore, NewDataKey
 from domain.ledger.recorder import LedgerRecorder
-from domain.ledger.sealing import SealingMapper
+from domain.ledger.sealing import MissingDataKey, SealingMapper
 from domain.ledger.tables import KEY_CLAIMS, table
 from domain.ledger.views import MemoryView, Outcome
 from domain.model.candidate import MemoryCandidate
@@ -36,6 +36,10 @@ _ATTEMPTS: Final = 8
 
 class _Retry(Exception):
     """A concurrent writer won a race; run the command body again on fresh state."""
+
+
+class _ClaimTaken(_Retry):
+    """The save lost on a key claim: another live memory holds the (user, scope, key)."""
 
 
 class LedgerBase(Application[UUID]):
@@ -60,8 +64,8 @@ class LedgerBase(Application[UUID]):
         self.clock = clock or (lambda: datetime.now(UTC))
         super().__init__(env=dict(env))
         self._schema: str = self.factory.datastore.schema or "public"  # type: ignore[attr-defined]
-        self._find_claim = SQL("SELECT memory_id FROM {} WHERE claim = %s").format(
-            table(self._schema, KEY_CLAIMS)
+        self._find_claim = reads.render(
+            SQL("SELECT memory_id FROM {} WHERE claim = %s").format(table(self._schema, KEY_CLAIMS))
         )
 
     def construct_env(self, name: str, env: Mapping[str, str] | None = None) -> Environment:
@@ -78,7 +82,8 @@ class LedgerBase(Application[UUID]):
     def content_hash(self, key_id: UUID, content: str) -> str:
         """Keyed hash of normalised content; uncheckable once the memory's key is shredded."""
         key = self.keys.get(key_id)
-        assert key is not None, "content hashes are made while the key exists"
+        if key is None:  # forgotten since it was loaded: reload, and the command sees it
+            raise _Retry(f"the data key of {key_id} is gone")
         return self.keys.keyed_hash(key, "content", normalise_content(content))
 
     def claim_for(self, user_id: str, scope: Scope, memory_key: str) -> str:
@@ -120,16 +125,15 @@ class LedgerBase(Application[UUID]):
 
     def _find_by_key(self, user_id: str, scope: Scope, memory_key: str) -> Memory | None:
         claim = self.claim_for(user_id, scope, memory_key)
-        with self._read() as curs:
-            curs.execute(self._find_claim, (claim,))
-            row = curs.fetchone()
+        row = self._fetch_one(self._find_claim, (claim,))
         if row is None:
             return None
         return self._memory(user_id, row["memory_id"], live=False)
 
-    def _read(self) -> AbstractContextManager[Any]:
-        """A cursor in a read-only transaction on the ledger's database."""
-        return self.factory.datastore.transaction(commit=False)  # type: ignore[attr-defined,no-any-return]
+    def _fetch_one(self, statement: bytes, params: Sequence[Any]) -> dict[str, Any] | None:
+        """The first row of one read-only statement (autocommit, retried on dropped links)."""
+        datastore = self.factory.datastore  # type: ignore[attr-defined]
+        return reads.fetch_one(datastore, statement, params)
 
     def get_memory(self, user_id: str, memory_id: UUID) -> MemoryView:
         """The current state of one of the user's memories (NotFound / MemoryForgotten)."""
@@ -147,11 +151,14 @@ class LedgerBase(Application[UUID]):
             self.keys.discard(new_keys)
             constraint = getattr(getattr(error.__cause__, "diag", None), "constraint_name", "")
             if constraint and KEY_CLAIMS in constraint:
-                raise _Retry("key claimed concurrently") from error
+                raise _ClaimTaken("key claimed concurrently") from error
             raise _Retry("aggregate changed concurrently") from error
         except PersistenceError as error:
             self.keys.discard(new_keys)
             raise LedgerUnavailable(str(error)) from error
+        except MissingDataKey as error:  # shredded by a concurrent forget while sealing
+            self.keys.discard(new_keys)
+            raise _Retry(str(error)) from error
         except BaseException:
             self.keys.discard(new_keys)
             raise

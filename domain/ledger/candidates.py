@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from datetime import datetime
+from functools import cached_property
 from typing import Any, Final
 from uuid import UUID, uuid4
 
 from psycopg.sql import SQL
 
 from domain.errors import CandidateNotPending, InvalidInput, RevisionConflict
+from domain.ledger import reads
 from domain.ledger.application import UNSET
 from domain.ledger.memories import MemoryCommands
 from domain.ledger.recorder import Fingerprint
@@ -275,28 +277,32 @@ class CandidateCommands(MemoryCommands):
         )
 
     def _stored_print(self, candidate_id: UUID) -> str:
-        with self._read() as curs:
-            curs.execute(
-                SQL("SELECT fingerprint FROM {} WHERE candidate_id = %s").format(self._prints),
-                (candidate_id,),
-            )
-            row = curs.fetchone()
+        row = self._fetch_one(self._sql_stored_print, (candidate_id,))
         return row["fingerprint"] if row else ""
 
     def _known_proposal(
         self, user_id: str, fingerprint: str, now: datetime
     ) -> tuple[str, UUID] | None:
-        with self._read() as curs:
-            curs.execute(
-                SQL(
-                    "SELECT state, candidate_id FROM {} WHERE user_id = %s AND fingerprint = %s"
-                    " AND (state = 'pending' OR (state = 'rejected' AND changed_at > %s))"
-                    " ORDER BY state = 'pending' DESC LIMIT 1"
-                ).format(self._prints),
-                (user_id, fingerprint, now - REJECTION_MEMORY),
-            )
-            row = curs.fetchone()
+        row = self._fetch_one(
+            self._sql_known_proposal, (user_id, fingerprint, now - REJECTION_MEMORY)
+        )
         return None if row is None else (row["state"], row["candidate_id"])
+
+    @cached_property
+    def _sql_stored_print(self) -> bytes:
+        return reads.render(
+            SQL("SELECT fingerprint FROM {} WHERE candidate_id = %s").format(self._prints)
+        )
+
+    @cached_property
+    def _sql_known_proposal(self) -> bytes:
+        return reads.render(
+            SQL(
+                "SELECT state, candidate_id FROM {} WHERE user_id = %s AND fingerprint = %s"
+                " AND (state = 'pending' OR (state = 'rejected' AND changed_at > %s))"
+                " ORDER BY state = 'pending' DESC LIMIT 1"
+            ).format(self._prints)
+        )
 
     @property
     def _prints(self) -> Any:

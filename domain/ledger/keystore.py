@@ -15,6 +15,7 @@ from uuid import NAMESPACE_URL, UUID, uuid5
 
 from psycopg.sql import SQL
 
+from domain.ledger import reads
 from domain.ledger.keyring import MasterKeyring
 from domain.ledger.tables import DATA_KEYS, table
 
@@ -60,6 +61,25 @@ class DataKeyStore:
         self._datastore = datastore
         self._keyring = keyring
         self._table = table(datastore.schema or "public", DATA_KEYS)
+        self._sql_insert_user_key = reads.render(
+            SQL(
+                "INSERT INTO {} (key_id, user_id, kind, master_key_id, wrapped)"
+                " VALUES (%s, %s, 'user', %s, %s) ON CONFLICT (key_id) DO NOTHING"
+            ).format(self._table)
+        )
+        self._sql_select_keys = reads.render(
+            SQL("SELECT key_id, master_key_id, wrapped FROM {} WHERE key_id = ANY(%s)").format(
+                self._table
+            )
+        )
+        self._sql_owned_keys = reads.render(
+            SQL("SELECT key_id FROM {} WHERE user_id = %s AND kind = %s").format(self._table)
+        )
+        self._sql_count_held = reads.render(
+            SQL(
+                "SELECT count(*) AS n FROM {} WHERE key_id = ANY(%s) OR subject_memory_id = ANY(%s)"
+            ).format(self._table)
+        )
         self._ttl = cache_ttl
         self._size = cache_size
         self._cache: OrderedDict[UUID, tuple[float, bytes]] = OrderedDict()
@@ -103,14 +123,9 @@ class DataKeyStore:
         if raw is not None:
             return raw
         master_id, wrapped = self._keyring.wrap(key_id.bytes, os.urandom(32))
-        with self._datastore.transaction(commit=True) as curs:
-            curs.execute(
-                SQL(
-                    "INSERT INTO {} (key_id, user_id, kind, master_key_id, wrapped)"
-                    " VALUES (%s, %s, 'user', %s, %s) ON CONFLICT (key_id) DO NOTHING"
-                ).format(self._table),
-                (key_id, user_id, master_id, wrapped),
-            )
+        reads.execute(
+            self._datastore, self._sql_insert_user_key, (key_id, user_id, master_id, wrapped)
+        )
         with self._lock:
             self._cache.pop(key_id, None)
         raw = self.get(key_id)
@@ -139,14 +154,7 @@ class DataKeyStore:
         wanted = [k for k in set(key_ids) if k not in self._staged]
         if not wanted:
             return
-        with self._datastore.transaction(commit=False) as curs:
-            curs.execute(
-                SQL("SELECT key_id, master_key_id, wrapped FROM {} WHERE key_id = ANY(%s)").format(
-                    self._table
-                ),
-                (wanted,),
-            )
-            rows = curs.fetchall()
+        rows = reads.fetch_all(self._datastore, self._sql_select_keys, (wanted,))
         found = {
             row["key_id"]: self._keyring.unwrap(
                 row["master_key_id"], row["key_id"].bytes, bytes(row["wrapped"])
@@ -164,26 +172,14 @@ class DataKeyStore:
 
     def owned_keys(self, user_id: str, kind: str) -> list[UUID]:
         """Ids of the live keys of one kind that belong to a user (e.g. all their memories)."""
-        with self._datastore.transaction(commit=False) as curs:
-            curs.execute(
-                SQL("SELECT key_id FROM {} WHERE user_id = %s AND kind = %s").format(self._table),
-                (user_id, kind),
-            )
-            return [row["key_id"] for row in curs.fetchall()]
+        rows = reads.fetch_all(self._datastore, self._sql_owned_keys, (user_id, kind))
+        return [row["key_id"] for row in rows]
 
     def count_held(self, aggregate_ids: list[UUID]) -> int:
         """How many keys still exist for these aggregates or for candidates about them."""
         if not aggregate_ids:
             return 0
-        with self._datastore.transaction(commit=False) as curs:
-            curs.execute(
-                SQL(
-                    "SELECT count(*) AS n FROM {} WHERE key_id = ANY(%s)"
-                    " OR subject_memory_id = ANY(%s)"
-                ).format(self._table),
-                (aggregate_ids, aggregate_ids),
-            )
-            row = curs.fetchone()
+        row = reads.fetch_one(self._datastore, self._sql_count_held, (aggregate_ids, aggregate_ids))
         return int(row["n"]) if row else 0
 
     # -- shredding and rotation --------------------------------------------------------------

@@ -7,7 +7,7 @@ from typing import Any
 from uuid import UUID, uuid4
 
 from domain.errors import InvalidInput
-from domain.ledger.application import UNSET, LedgerBase
+from domain.ledger.application import UNSET, LedgerBase, _ClaimTaken
 from domain.ledger.keystore import NewDataKey
 from domain.ledger.recorder import Claim
 from domain.ledger.views import MemoryView, Outcome
@@ -58,9 +58,8 @@ class MemoryCommands(LedgerBase):
         check_time("expires_at", expires_at, now=now, future=True)
 
         def attempt() -> Outcome:
-            existing = self._find_by_key(user_id, scope, key)
-            if existing is not None:
-                return self._existing_outcome(existing, text)
+            # Create first: the claim's primary key refuses a taken (user, scope, key) inside
+            # the save, so only a conflict pays for looking up the memory that holds it.
             memory, new_key, claim = self._build(
                 user_id,
                 scope,
@@ -73,7 +72,13 @@ class MemoryCommands(LedgerBase):
                 review_after,
                 expires_at,
             )
-            position = self._save(memory, new_keys=[new_key], claims=[claim])
+            try:
+                position = self._save(memory, new_keys=[new_key], claims=[claim])
+            except _ClaimTaken:
+                existing = self._find_by_key(user_id, scope, key)
+                if existing is None:  # released since (forgotten): run the body again
+                    raise
+                return self._existing_outcome(existing, text)
             return Outcome("created", MemoryView.of(memory), position=position)
 
         return self._retrying(attempt)

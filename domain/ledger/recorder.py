@@ -7,22 +7,34 @@ is never committed without its events, and a tombstone never without the key's d
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Final
 from uuid import UUID
 
-from eventsourcing.persistence import StoredEvent
+import psycopg
+from eventsourcing.persistence import InterfaceError, OperationalError, StoredEvent
 from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
+from eventsourcing.utils import retry
 from psycopg import Cursor
+from psycopg.pq import ConnStatus, TransactionStatus
 from psycopg.rows import DictRow
-from psycopg.sql import SQL
+from psycopg.sql import SQL, Identifier
 
 from domain.ledger.keystore import NewDataKey
 from domain.ledger.tables import DATA_KEYS, FINGERPRINTS, KEY_CLAIMS, create_statements, table
 
 __all__ = ["Claim", "Fingerprint", "LedgerRecorder"]
+
+_BEGIN: Final = b"BEGIN"
+_COMMIT: Final = b"COMMIT"
+
+
+def _render(statement: Any) -> bytes:
+    """A library statement (composed SQL) as the bytes psycopg would send."""
+    return statement if isinstance(statement, bytes) else bytes(statement.as_bytes(None))
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +91,99 @@ class LedgerRecorder(PostgresApplicationRecorder):
             prints
         )
         self._shred_user_prints = SQL("DELETE FROM {} WHERE user_id = ANY(%s)").format(prints)
+        # Rendered once: composing SQL on every save costs more than the statements themselves.
+        for name in (
+            "_insert_key",
+            "_link_key",
+            "_shred_memories",
+            "_shred_keys",
+            "_shred_user_keys",
+            "_insert_claim",
+            "_release_claims",
+            "_shred_user_claims",
+            "_upsert_print",
+            "_shred_memory_prints",
+            "_shred_user_prints",
+        ):
+            setattr(self, name, getattr(self, name).as_bytes(None))
+        self._lock_statements = [_render(s) for s in self.lock_table_statements]
+        self._notify_statement = (
+            SQL("NOTIFY {}").format(Identifier(self.channel_name)).as_bytes(None)
+        )
+        self.insert_events_statement = _render(self.insert_events_statement)  # type: ignore[assignment]
+        # Most saves append one event: a plain VALUES row with the state sent as binary bytea
+        # spares dumping a composite array as escaped text (the library's unnest statement).
+        self._insert_one_event = (
+            SQL(
+                "INSERT INTO {}.{} (originator_id, originator_version, topic, state)"
+                " VALUES (%s, %s, %s, %b) RETURNING notification_id"
+            )
+            .format(Identifier(datastore.schema), Identifier(self.events_table_name))
+            .as_bytes(None)
+        )
+
+    @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
+    def insert_events(
+        self, stored_events: Sequence[StoredEvent], **kwargs: Any
+    ) -> Sequence[int] | None:
+        """Write one transaction in one round trip: BEGIN ... COMMIT pipelined before one Sync.
+
+        The library's version waits for the server several times (BEGIN, the statements, its
+        own sync, the COMMIT, the pipeline's last sync), holding the events table's EXCLUSIVE
+        lock across most of them. Here BEGIN, the side-table statements, the lock, NOTIFY, the
+        events INSERT ... RETURNING and COMMIT go out together, so the lock is held only while
+        the server runs them. On an error the server skips the rest up to the Sync (COMMIT
+        included), psycopg raises the first error (a claim conflict keeps its diag), and the
+        aborted transaction is rolled back before the connection goes back to the pool.
+        """
+        with self.datastore.get_connection() as conn:
+            curs, events = conn.cursor(), conn.cursor()
+            try:
+                with conn.pipeline():
+                    curs.execute(_BEGIN, prepare=False)
+                    self._insert_events(curs, stored_events, **kwargs)
+                    if stored_events:
+                        self._insert_stored_events(events, stored_events, **kwargs)
+                    curs.execute(_COMMIT, prepare=False)
+                # Leaving the pipeline sent the one Sync and raised the first error, if any.
+                if not stored_events:
+                    return None
+                return self._fetch_ids_after_insert_events(events, stored_events, **kwargs)
+            except BaseException:
+                if (
+                    conn.pgconn.status == ConnStatus.OK
+                    and conn.info.transaction_status != TransactionStatus.IDLE
+                ):
+                    with contextlib.suppress(psycopg.Error):
+                        conn.rollback()
+                raise
+            finally:
+                curs.close()
+                events.close()
+
+    def _insert_stored_events(
+        self, curs: Cursor[DictRow], stored_events: Sequence[StoredEvent], **kwargs: Any
+    ) -> None:
+        if len(stored_events) != 1:
+            super()._insert_stored_events(curs, stored_events, **kwargs)
+            return
+        (event,) = stored_events
+        self._lock_table(curs)
+        self._notify_channel(curs)
+        curs.execute(
+            self._insert_one_event,
+            (event.originator_id, event.originator_version, event.topic, event.state),
+            prepare=True,
+        )
+
+    def _lock_table(self, curs: Cursor[DictRow]) -> None:
+        # LOCK TABLE ... IN EXCLUSIVE MODE, as the library does (see its comment): notification
+        # ids must commit in the order they were issued, or a tailing reader could skip some.
+        for statement in self._lock_statements:
+            curs.execute(statement, prepare=True)
+
+    def _notify_channel(self, curs: Cursor[DictRow]) -> None:
+        curs.execute(self._notify_statement, prepare=True)
 
     def _insert_events(
         self,

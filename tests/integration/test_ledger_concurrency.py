@@ -17,6 +17,12 @@ from domain.model.values import Scope
 WRITERS = 20
 
 
+@pytest.fixture
+def ledger(make_ledger: Callable[..., MemoryLedger]) -> MemoryLedger:
+    """A ledger with a connection for every racing writer."""
+    return make_ledger(pool_size=WRITERS + 2)
+
+
 def race(calls: list[Callable[[], Any]]) -> list[Any]:
     """Start all calls at the same moment; return each result or the exception it raised."""
     barrier = threading.Barrier(len(calls))
@@ -83,7 +89,7 @@ def test_twenty_creates_with_different_values_never_overwrite(ledger: MemoryLedg
 def test_creates_from_two_processes_share_one_uniqueness(
     make_ledger: Callable[..., MemoryLedger],
 ) -> None:
-    first, second = make_ledger(), make_ledger()
+    first, second = make_ledger(pool_size=WRITERS), make_ledger(pool_size=WRITERS)
     results = race(
         [lambda i=i: create(first if i % 2 else second, "one hour a day") for i in range(WRITERS)]
     )

@@ -1,0 +1,57 @@
+"""One-statement queries on the ledger's database, outside the event-writing transactions.
+
+Each runs as a single statement on a pooled connection in autocommit, never inside a
+transaction that is rolled back: psycopg answers a ROLLBACK by deallocating every prepared
+statement of the connection, so the next write would have to prepare all of its statements
+again. Like the library's own reads, each is retried when the connection turns out to be
+broken (the pool discards it), so no pre-ping round trip is needed on every checkout.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, Final, TypeVar, cast
+
+from eventsourcing.persistence import InterfaceError, OperationalError
+from eventsourcing.postgres import PostgresDatastore
+from eventsourcing.utils import retry
+from psycopg.sql import Composable
+
+__all__ = ["execute", "fetch_all", "fetch_one", "render"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+_RETRY: Final = cast(
+    Callable[[F], F], retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
+)
+
+
+def render(statement: Composable) -> bytes:
+    """A composed statement rendered once, so executing it costs no composing per call."""
+    return statement.as_bytes(None)
+
+
+@_RETRY
+def fetch_all(
+    datastore: PostgresDatastore, statement: bytes, params: Sequence[Any] = ()
+) -> list[dict[str, Any]]:
+    """Every row of one read-only statement."""
+    with datastore.get_connection() as conn, conn.cursor() as curs:
+        curs.execute(statement, params)
+        return curs.fetchall()
+
+
+@_RETRY
+def fetch_one(
+    datastore: PostgresDatastore, statement: bytes, params: Sequence[Any] = ()
+) -> dict[str, Any] | None:
+    """The first row of one read-only statement, or None."""
+    with datastore.get_connection() as conn, conn.cursor() as curs:
+        curs.execute(statement, params)
+        return curs.fetchone()
+
+
+@_RETRY
+def execute(datastore: PostgresDatastore, statement: bytes, params: Sequence[Any] = ()) -> None:
+    """One idempotent write statement, committed on its own (safe to run again)."""
+    with datastore.get_connection() as conn, conn.cursor() as curs:
+        curs.execute(statement, params)
