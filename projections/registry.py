@@ -9,6 +9,7 @@ from projections.views.active_memories import ActiveMemories
 from projections.views.audit_log import AuditLog
 from projections.views.candidates import Candidates
 from projections.views.memory_versions import MemoryVersions
+from projections.views.profile import Profile
 from projections.views.tombstones import Tombstones
 from projections.views.user_revisions import UserRevisions
 
@@ -24,6 +25,7 @@ def all_projections() -> list[Projection]:
         Tombstones(),
         Candidates(),
         UserRevisions(),
+        Profile(),
     ]
 
 

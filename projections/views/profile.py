@@ -1,0 +1,246 @@
+"""Profile: the small structured user view of design section 6, derived from memories.
+
+`profile_sources` holds one row per (memory, field) that `projections.profile_rules` derives
+from a live memory, with the memory's owner and scope. `profile_memories` keeps, per live
+memory, what later events do not repeat: whether it is suppressed, when it expires, and its
+key when the key names a profile field (the exact-key rule needs it when the content changes;
+other keys are not copied). Suppressing a memory keeps its rows with active=false, so
+restoring it needs no content; forgetting it deletes them; an expired memory stops counting
+at query time. `updated_at` is when the source's value was last asserted: created, changed or
+confirmed (suppression and restoration do not count).
+
+The profile is a derived cache, never a source of truth; a rule that fails yields nothing
+(see `profile_rules.derive`), and a projection that fails is retried by the worker without
+holding back the other projections or any write.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from psycopg import Connection, Cursor
+from psycopg.sql import SQL, Composed
+
+from domain.model.memory import Memory
+from domain.model.values import SOURCE_TYPES, Scope
+from projections.base import Projection
+from projections.envelope import Envelope
+from projections.profile_rules import FIELDS, MemoryFacts, derive
+from projections.tables import Tables
+from projections.views._rows import RowChanges
+
+__all__ = ["Profile", "ProfileField", "profile_of"]
+
+_MEMORY_COLUMNS = ("user_id", "memory_key", "active", "expires_at")
+
+
+@dataclass(frozen=True, slots=True)
+class ProfileField:
+    """A profile field's value and every active memory that states that value."""
+
+    value: str
+    memory_ids: list[UUID]
+
+
+@dataclass(slots=True)
+class _Memory:
+    """What a batch knows and does to one memory's sources."""
+
+    memory_key: str
+    active: bool
+    owner: tuple[str, str, str | None] = ("", "global", None)
+    rows: dict[str, str] | None = None  # field -> value derived in this batch; None: keep stored
+    asserted_at: datetime | None = None
+    status_changed: bool = False
+
+
+class Profile(Projection):
+    """Profile fields per user, each keeping the memories it came from."""
+
+    name = "profile"
+    tables = ("profile_sources", "profile_memories")
+
+    def create(self, t: Tables) -> list[Composed]:
+        return [
+            SQL(
+                "CREATE TABLE IF NOT EXISTS {} ("
+                " user_id text NOT NULL,"
+                " memory_id uuid NOT NULL,"
+                " field text NOT NULL,"
+                " value text NOT NULL,"
+                " scope_type text NOT NULL,"
+                " workspace_type text NULL,"
+                " active boolean NOT NULL,"
+                " updated_at timestamptz NOT NULL,"
+                " PRIMARY KEY (memory_id, field))"
+            ).format(t["profile_sources"]),
+            SQL("CREATE INDEX IF NOT EXISTS {} ON {} (user_id, field)").format(
+                t.index("profile_sources", "user_field"), t["profile_sources"]
+            ),
+            SQL(
+                "CREATE TABLE IF NOT EXISTS {} ("
+                " memory_id uuid PRIMARY KEY,"
+                " user_id text NOT NULL,"
+                " memory_key text NOT NULL,"
+                " active boolean NOT NULL,"
+                " expires_at timestamptz NULL)"
+            ).format(t["profile_memories"]),
+        ]
+
+    def apply(self, cur: Cursor[Any], t: Tables, batch: Sequence[Envelope]) -> None:
+        stored = _stored(cur, t, batch)
+        memories = RowChanges(t["profile_memories"], "memory_id", _MEMORY_COLUMNS)
+        state: dict[UUID, _Memory] = {}
+        forgotten: set[UUID] = set()
+        for envelope in batch:
+            event, memory_id = envelope.event, envelope.originator_id
+            if not isinstance(event, Memory.Event):
+                continue  # another aggregate's event, or one this version cannot read
+            if isinstance(event, Memory.Created):
+                # Keep a key only where the exact-key rule needs it: no other key is copied.
+                key = event.memory_key if event.memory_key in FIELDS else ""
+                state[memory_id] = _Memory(key, active=True)
+                memories.insert(
+                    memory_id,
+                    {
+                        "user_id": event.user_id,
+                        "memory_key": key,
+                        "active": True,
+                        "expires_at": event.expires_at,
+                    },
+                )
+            memory = state.get(memory_id)
+            if memory is None:
+                memory = state[memory_id] = _Memory(*stored.get(memory_id, ("", True)))
+            memory.owner = (event.user_id, event.scope_type, event.workspace_type)
+            match event:
+                case Memory.Created() | Memory.ContentChanged():
+                    # Only explicit or confirmed memories feed the profile; the ledger admits
+                    # no others, and only Created says which a memory is.
+                    trusted = getattr(event, "source_type", "explicit") in SOURCE_TYPES
+                    memory.rows = _derive(memory, event) if trusted else {}
+                    memory.asserted_at = event.timestamp
+                case Memory.Confirmed():
+                    memory.asserted_at = event.timestamp
+                case Memory.Suppressed() | Memory.Restored():
+                    memory.active = isinstance(event, Memory.Restored)
+                    memory.status_changed = True
+                    memories.update(memory_id, active=memory.active)
+                case Memory.ScheduleChanged():
+                    memories.update(memory_id, expires_at=event.expires_at)
+                case Memory.Forgotten():
+                    state.pop(memory_id)
+                    forgotten.add(memory_id)
+                    memories.delete(memory_id)
+                case _:
+                    pass  # future memory events leave the profile alone
+        memories.flush(cur)
+        _write_sources(cur, t, state, forgotten)
+
+
+def _derive(memory: _Memory, event: Any) -> dict[str, str]:
+    facts = MemoryFacts(
+        memory.memory_key, event.content, event.category, event.scope_type, event.workspace_type
+    )
+    return derive(facts)
+
+
+def _stored(cur: Cursor[Any], t: Tables, batch: Sequence[Envelope]) -> dict[UUID, tuple[str, bool]]:
+    """Key and status of the memories whose content changes here but which began earlier."""
+    created = {e.originator_id for e in batch if isinstance(e.event, Memory.Created)}
+    wanted = {
+        e.originator_id
+        for e in batch
+        if isinstance(e.event, Memory.ContentChanged) and e.originator_id not in created
+    }
+    if not wanted:
+        return {}
+    cur.execute(
+        SQL("SELECT memory_id, memory_key, active FROM {} WHERE memory_id = ANY(%s)").format(
+            t["profile_memories"]
+        ),
+        (list(wanted),),
+    )
+    return {row[0]: (row[1], row[2]) for row in cur.fetchall()}
+
+
+def _write_sources(
+    cur: Cursor[Any], t: Tables, state: dict[UUID, _Memory], forgotten: set[UUID]
+) -> None:
+    """Replace the rows of re-derived memories, then flip or re-date the rows of the others."""
+    table = t["profile_sources"]
+    replaced = forgotten | {m for m, memory in state.items() if memory.rows is not None}
+    if replaced:
+        cur.execute(
+            SQL("DELETE FROM {} WHERE memory_id = ANY(%s)").format(table), (list(replaced),)
+        )
+    rows = []
+    for memory_id, memory in state.items():
+        user, scope, workspace = memory.owner
+        for name, value in (memory.rows or {}).items():
+            rows.append(
+                (user, memory_id, name, value, scope, workspace, memory.active, memory.asserted_at)
+            )
+    if rows:
+        cur.executemany(
+            SQL(
+                "INSERT INTO {} (user_id, memory_id, field, value, scope_type, workspace_type,"
+                " active, updated_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)"
+            ).format(table),
+            rows,
+        )
+    kept = [
+        (memory_id, memory.active if memory.status_changed else None, memory.asserted_at)
+        for memory_id, memory in state.items()
+        if memory.rows is None and (memory.status_changed or memory.asserted_at is not None)
+    ]
+    if kept:
+        ids, active, asserted = map(list, zip(*kept, strict=True))
+        cur.execute(
+            SQL(
+                "UPDATE {} AS s SET active = COALESCE(v.active, s.active),"
+                " updated_at = COALESCE(v.updated_at, s.updated_at)"
+                " FROM unnest(%s::uuid[], %s::boolean[], %s::timestamptz[])"
+                " AS v(memory_id, active, updated_at) WHERE s.memory_id = v.memory_id"
+            ).format(table),
+            (ids, active, asserted),
+        )
+
+
+def profile_of(
+    conn: Connection[Any],
+    tables: Tables,
+    user_id: str,
+    visible_scopes: Iterable[Scope] | None = None,
+    *,
+    now: datetime | None = None,
+) -> dict[str, ProfileField]:
+    """The user's profile: per field, the value of the most recently asserted active source.
+
+    With `visible_scopes`, only memories in those scopes count (the caller's permission
+    filter); None means every scope. Memories expired at `now` (default: the database's
+    clock) do not count.
+    """
+    query = SQL(
+        "SELECT s.field, s.value, s.memory_id FROM {} AS s JOIN {} AS m USING (memory_id)"
+        " WHERE s.user_id = %s AND s.active"
+        " AND (m.expires_at IS NULL OR m.expires_at > COALESCE(%s::timestamptz, now()))"
+    ).format(tables["profile_sources"], tables["profile_memories"])
+    params: list[Any] = [user_id, now]
+    if visible_scopes is not None:
+        query += SQL(
+            " AND (CASE WHEN s.workspace_type IS NULL THEN s.scope_type"
+            " ELSE s.scope_type || ':' || s.workspace_type END) = ANY(%s)"
+        )
+        params.append([scope.label() for scope in visible_scopes])
+    query += SQL(" ORDER BY s.updated_at DESC, s.memory_id")
+    profile: dict[str, ProfileField] = {}
+    for name, value, memory_id in conn.execute(query, params).fetchall():
+        current = profile.setdefault(name, ProfileField(value, []))
+        if current.value == value:
+            current.memory_ids.append(memory_id)
+    return profile
