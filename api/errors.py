@@ -30,9 +30,9 @@ __all__ = ["install_error_handlers"]
 _log = logging.getLogger("memledger.api")
 
 
-def _error(status: int, detail: str, **extra: Any) -> JSONResponse:
-    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
-    return JSONResponse({"detail": detail, **extra}, status_code=status, headers=headers)
+def _error(code: int, detail: str, **extra: Any) -> JSONResponse:
+    headers = {"WWW-Authenticate": "Bearer"} if code == 401 else None
+    return JSONResponse({"detail": detail, **extra}, status_code=code, headers=headers)
 
 
 def _field_errors(error: RequestValidationError) -> list[dict[str, Any]]:

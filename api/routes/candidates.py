@@ -1,9 +1,88 @@
-"""Routes of API_CONTRACT.md: candidates (being built)."""
+"""Management API: the caller's memory candidates (API_CONTRACT.md, 'Management API')."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from typing import Annotated, Any
+from uuid import UUID
+
+from fastapi import APIRouter, Body, Query
+
+from api.deps import CurrentIdentity, FreshReads, ServicesDep
+from api.schemas.candidates import (
+    Candidate,
+    CandidateAccept,
+    CandidateAccepted,
+    CandidateList,
+    CandidateStatus,
+    candidate_out,
+)
+from api.schemas.memories import memory_out
+from domain.ledger.application import UNSET
 
 __all__ = ["router"]
 
-router = APIRouter()
+router = APIRouter(prefix="/me/memory-candidates", tags=["candidates"])
+
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    401: {"description": "missing or invalid token"},
+    404: {"description": "no such candidate (or memory) for this user"},
+    409: {"description": "revision_conflict, key_exists or candidate_decided"},
+    410: {"description": "the memory the candidate is about was forgotten"},
+    422: {"description": "invalid input (sensitive_content for secrets)"},
+}
+
+
+@router.get("", response_model=CandidateList, responses=_ERRORS)
+def list_candidates(
+    identity: CurrentIdentity,
+    reads: FreshReads,
+    services: ServicesDep,
+    status_: Annotated[CandidateStatus, Query(alias="status")] = "pending",
+) -> CandidateList:
+    """The caller's candidates in one status (default `pending`), newest first.
+
+    A pending candidate past its expiry is left out: it can no longer be accepted and the
+    sweeper is about to mark it `expired`.
+    """
+    rows = reads.candidates(identity.user_id, status_)
+    if status_ == "pending":
+        now = services.ledger.clock()
+        rows = [r for r in rows if r["expires_at"] > now]
+    return CandidateList(items=[candidate_out(r) for r in rows])
+
+
+@router.post("/{candidate_id}/accept", response_model=CandidateAccepted, responses=_ERRORS)
+def accept_candidate(
+    candidate_id: UUID,
+    identity: CurrentIdentity,
+    services: ServicesDep,
+    body: Annotated[CandidateAccept | None, Body()] = None,
+) -> CandidateAccepted:
+    """Accept a pending candidate, optionally edited; it becomes (or changes) a memory."""
+    edits = body or CandidateAccept()
+    given = edits.model_fields_set
+    outcome = services.wrote(
+        identity.user_id,
+        services.ledger.accept_candidate(
+            identity.user_id,
+            candidate_id,
+            content=edits.content,
+            category=edits.category,
+            scope_type=edits.scope_type if "scope_type" in given else UNSET,
+            workspace_type=edits.workspace_type if "workspace_type" in given else UNSET,
+        ),
+    )
+    services.metrics.candidates.labels("accepted").inc()
+    return CandidateAccepted(
+        candidate=candidate_out(outcome.candidate), memory=memory_out(outcome.memory)
+    )
+
+
+@router.post("/{candidate_id}/reject", response_model=Candidate, responses=_ERRORS)
+def reject_candidate(
+    candidate_id: UUID, identity: CurrentIdentity, services: ServicesDep
+) -> Candidate:
+    """Reject a pending candidate: its proposal is shredded and not proposed again soon."""
+    outcome = services.ledger.reject_candidate(identity.user_id, candidate_id)
+    services.metrics.candidates.labels("rejected").inc()
+    return candidate_out(services.wrote(identity.user_id, outcome).candidate)

@@ -1,9 +1,47 @@
-"""Routes of API_CONTRACT.md: settings (being built)."""
+"""Management API: the caller's memory settings (API_CONTRACT.md, 'Management API')."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import APIRouter
+
+from api.deps import CurrentIdentity, ServicesDep
+from api.schemas.settings import SettingsOut, SettingsPatch
+from domain.ledger.views import Outcome, SettingsView
 
 __all__ = ["router"]
 
-router = APIRouter()
+router = APIRouter(prefix="/me/memory-settings", tags=["settings"])
+
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    401: {"description": "missing or invalid token"},
+    422: {"description": "no field given, an unknown field, or a non-boolean value"},
+}
+
+
+def _out(view: SettingsView) -> SettingsOut:
+    return SettingsOut(
+        saved_memory_enabled=view.saved_memory_enabled,
+        auto_extract_enabled=view.auto_extract_enabled,
+    )
+
+
+@router.get("", response_model=SettingsOut, responses=_ERRORS)
+def get_settings(identity: CurrentIdentity, services: ServicesDep) -> SettingsOut:
+    """The caller's settings (both true until changed)."""
+    return _out(services.ledger.get_settings(identity.user_id))
+
+
+@router.patch("", response_model=SettingsOut, responses=_ERRORS)
+def change_settings(
+    body: SettingsPatch, identity: CurrentIdentity, services: ServicesDep
+) -> SettingsOut:
+    """Turn the agent tools' use of memory, or their proposals, on or off."""
+    view, position = services.ledger.change_settings(
+        identity.user_id,
+        saved_memory_enabled=body.saved_memory_enabled,
+        auto_extract_enabled=body.auto_extract_enabled,
+    )
+    services.wrote(identity.user_id, Outcome("changed", position=position))
+    return _out(view)
