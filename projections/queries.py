@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -13,6 +14,7 @@ from psycopg.rows import dict_row
 from psycopg.sql import SQL, Composed
 from psycopg_pool import ConnectionPool
 
+from domain.model.values import Scope
 from projections.tables import Tables
 from projections.views.active_memories import COLUMNS as MEMORY_COLUMNS
 
@@ -163,3 +165,55 @@ class Reads:
             (user_id,),
         )
         return int(rows[0]["revision"]) if rows else 0
+
+    # -- agent tools (search_core_memories, list_core_memories, propose_core_memory) ------------
+
+    def retrievable_memories(
+        self,
+        user_id: str,
+        scopes: Sequence[Scope],
+        *,
+        now: datetime,
+        limit: int = 1000,
+    ) -> list[dict[str, Any]]:
+        """The user's active, unexpired memories in these scopes, newest first (at most `limit`)."""
+        if not scopes:
+            return []
+        in_scope = SQL(" OR ").join(
+            SQL("(scope_type = %s AND workspace_type IS NOT DISTINCT FROM %s)") for _ in scopes
+        )
+        return self._all(
+            SQL(
+                "SELECT {} FROM {} WHERE user_id = %s AND status = 'active'"
+                " AND (expires_at IS NULL OR expires_at > %s) AND ({})"
+                " ORDER BY updated_at DESC, memory_id LIMIT %s"
+            ).format(_MEMORY, self.t["active_memories"], in_scope),
+            (
+                user_id,
+                now,
+                *(v for s in scopes for v in (s.scope_type, s.workspace_type)),
+                limit,
+            ),
+        )
+
+    def memory_by_key(self, user_id: str, scope: Scope, memory_key: str) -> dict[str, Any] | None:
+        """The live memory (active or suppressed) holding a normalised key in a scope, or None."""
+        rows = self._all(
+            SQL(
+                "SELECT {} FROM {} WHERE user_id = %s AND scope_type = %s"
+                " AND workspace_type IS NOT DISTINCT FROM %s AND memory_key = %s LIMIT 1"
+            ).format(_MEMORY, self.t["active_memories"]),
+            (user_id, scope.scope_type, scope.workspace_type, memory_key),
+        )
+        return rows[0] if rows else None
+
+    def forgotten_scope(self, user_id: str, memory_id: UUID) -> Scope | None:
+        """The scope a memory of this user had when it was forgotten; None if not forgotten."""
+        rows = self._all(
+            SQL(
+                "SELECT scope_type, workspace_type FROM {} WHERE memory_id = %s AND user_id = %s"
+                " AND event_type = 'memory.deleted' LIMIT 1"
+            ).format(self.t["audit_log"]),
+            (memory_id, user_id),
+        )
+        return Scope(rows[0]["scope_type"], rows[0]["workspace_type"]) if rows else None

@@ -1,9 +1,339 @@
-"""Routes of API_CONTRACT.md: tools (being built)."""
+"""Agent tools (API_CONTRACT.md, 'Agent tools'): the six memory tools a model may call.
+
+User, workspace and mode come only from the token. Every call is checked in the contract's
+order: identity (401), body (422, domain value checks included), policy (403, see
+domain/policy.py), then the memory itself (404 / 410 / 409).
+
+What the tools see: the active, unexpired memories in `global` and the token's workspace.
+Anything else (another workspace's memory, a suppressed or expired one, another user's) is
+404 to every tool, update and forget included; a forgotten memory is 410 only if its scope
+was visible, else 404 too. `list_core_memories` shows both a global memory and a workspace
+memory with the same key (each says its scope); `search_core_memories` lets the workspace one
+hide the global one.
+"""
 
 from __future__ import annotations
 
+import logging
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, Final
+from uuid import UUID
+
 from fastapi import APIRouter
+
+from api.auth import Identity
+from api.deps import CurrentIdentity, FreshReads, Services, ServicesDep
+from api.schemas.candidates import candidate_out
+from api.schemas.memories import memory_out
+from api.schemas.tools import (
+    ForgetBody,
+    ForgetResult,
+    ListBody,
+    ListResult,
+    ProposeBody,
+    ProposeResult,
+    SaveBody,
+    SaveResult,
+    SearchBody,
+    SearchHit,
+    SearchResultOut,
+    ToolSpec,
+    UpdateBody,
+    UpdateResult,
+    tool_specs,
+)
+from domain import policy
+from domain.errors import KeyExists, MemoryForgotten, NotFound, PolicyDenied
+from domain.ledger.correlation import current_request_id
+from domain.ledger.views import MemoryView, Outcome
+from domain.model.text import normalise_content
+from domain.model.values import Scope, check_category, check_content, check_key
+from projections.queries import Reads
+from projections.search import Candidate, due_for_review, retrievable, search
 
 __all__ = ["router"]
 
-router = APIRouter()
+router = APIRouter(prefix="/tools", tags=["agent tools"])
+
+_log = logging.getLogger("memledger.tools")
+LIST_LIMIT: Final = 200
+SEARCH_POOL: Final = 1000
+"""Search ranks at most this many of the user's visible memories (the newest)."""
+
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    401: {"description": "missing or invalid token"},
+    403: {
+        "description": "policy denies the call: workspace_required, isolated_mode, "
+        "tool_not_allowed, memory_disabled, no_write_mode or auto_extract_disabled"
+    },
+    404: {"description": "no such memory visible to this agent"},
+    409: {"description": "revision_conflict (the memory changed meanwhile)"},
+    410: {"description": "the memory was forgotten"},
+    422: {"description": "invalid body, unknown fields, or sensitive_content"},
+}
+
+
+@router.get("", response_model=list[ToolSpec], responses={401: _ERRORS[401]})
+def list_tools(identity: CurrentIdentity) -> list[ToolSpec]:
+    """Every tool with a description and a JSON Schema of its body (for function calling)."""
+    return tool_specs()
+
+
+@router.post("/search_core_memories", response_model=SearchResultOut, responses=_ERRORS)
+def search_core_memories(
+    body: SearchBody, identity: CurrentIdentity, services: ServicesDep, reads: FreshReads
+) -> SearchResultOut:
+    """A few relevant memories within the token budget; no match: no items."""
+    with _tool(services, identity, "search_core_memories") as workspace:
+        now = services.ledger.clock()
+        rows = reads.retrievable_memories(
+            identity.user_id, policy.visible_scopes(workspace), now=now, limit=SEARCH_POOL
+        )
+        result = search(
+            [Candidate.from_row(r) for r in rows],
+            body.query,
+            workspace=workspace,
+            now=now,
+            category=body.category,
+            limit=body.limit,
+        )
+        metrics = services.metrics
+        metrics.searches.labels("hit" if result.items else "empty").inc()
+        metrics.search_items.observe(len(result.items))
+        metrics.search_tokens.observe(result.total_tokens)
+        _log.info(
+            "memory.search items=%d tokens=%d",
+            len(result.items),
+            result.total_tokens,
+            extra={"request_id": current_request_id(), "user_id": identity.user_id},
+        )
+        items = [
+            SearchHit.model_validate(
+                {
+                    **{k: getattr(i.candidate, k) for k in SearchHit.model_fields if k != "tokens"},
+                    "content": i.content,
+                    "tokens": i.tokens,
+                }
+            )
+            for i in result.items
+        ]
+        return SearchResultOut(items=items, total_tokens=result.total_tokens)
+
+
+@router.post("/list_core_memories", response_model=ListResult, responses=_ERRORS)
+def list_core_memories(
+    body: ListBody, identity: CurrentIdentity, services: ServicesDep, reads: FreshReads
+) -> ListResult:
+    """The visible active, unexpired memories, newest first (at most 200)."""
+    with _tool(services, identity, "list_core_memories") as workspace:
+        scopes = [
+            s for s in policy.visible_scopes(workspace) if body.scope_type in (None, s.scope_type)
+        ]
+        rows = reads.retrievable_memories(
+            identity.user_id, scopes, now=services.ledger.clock(), limit=LIST_LIMIT
+        )
+        return ListResult(items=[memory_out(r) for r in rows])
+
+
+@router.post("/save_core_memory", response_model=SaveResult, responses=_ERRORS)
+def save_core_memory(
+    body: SaveBody, identity: CurrentIdentity, services: ServicesDep
+) -> SaveResult:
+    """Save on the user's explicit request; a new value for a taken key becomes a candidate."""
+    _check_values(body.memory_key, body.content, body.category)
+    with _tool(services, identity, "save_core_memory") as workspace:
+        user_id, scope = identity.user_id, policy.tool_scope(body.scope_type, workspace)
+        try:
+            outcome = services.ledger.create_memory(
+                user_id,
+                scope=scope,
+                memory_key=body.memory_key,
+                content=body.content,
+                category=body.category,
+                source_type="explicit",
+                changed_via="agent_tool",
+            )
+        except KeyExists as taken:
+            # Section 9.3: a conflicting value never overwrites; the user decides.
+            return _propose_replacement(services, user_id, scope, body, taken.memory_id)
+        memory = services.wrote(user_id, outcome).memory
+        assert memory is not None
+        if outcome.status == "unchanged":
+            memory = _reconfirm_if_due(services, user_id, memory)
+        return SaveResult(status=outcome.status, memory=memory_out(memory))  # type: ignore[arg-type]
+
+
+@router.post("/update_core_memory", response_model=UpdateResult, responses=_ERRORS)
+def update_core_memory(
+    body: UpdateBody, identity: CurrentIdentity, services: ServicesDep, reads: FreshReads
+) -> UpdateResult:
+    """Correct content and/or category at the memory's current revision."""
+    _check_values(None, body.content, body.category)
+    with _tool(services, identity, "update_core_memory") as workspace:
+        current = _visible_memory(services, reads, identity.user_id, workspace, body.memory_id)
+        outcome = services.ledger.update_memory(
+            identity.user_id,
+            body.memory_id,
+            expected_revision=current.revision,
+            content=body.content,
+            category=body.category,
+            changed_via="agent_tool",
+        )
+        memory = services.wrote(identity.user_id, outcome).memory
+        assert memory is not None
+        if outcome.status == "updated":
+            services.metrics.corrections.inc()
+        return UpdateResult(status=outcome.status, memory=memory_out(memory))  # type: ignore[arg-type]
+
+
+@router.post("/forget_core_memory", response_model=ForgetResult, responses=_ERRORS)
+def forget_core_memory(
+    body: ForgetBody, identity: CurrentIdentity, services: ServicesDep, reads: FreshReads
+) -> ForgetResult:
+    """Forget irrecoverably."""
+    with _tool(services, identity, "forget_core_memory") as workspace:
+        _visible_memory(services, reads, identity.user_id, workspace, body.memory_id)
+        services.wrote(
+            identity.user_id, services.ledger.forget_memory(identity.user_id, body.memory_id)
+        )
+        return ForgetResult(status="forgotten")
+
+
+@router.post("/propose_core_memory", response_model=ProposeResult, responses=_ERRORS)
+def propose_core_memory(
+    body: ProposeBody, identity: CurrentIdentity, services: ServicesDep, reads: FreshReads
+) -> ProposeResult:
+    """Inferred information becomes a candidate (a replace candidate when the key is taken)."""
+    key, content, category = _check_values(body.memory_key, body.content, body.category)
+    with _tool(services, identity, "propose_core_memory") as workspace:
+        user_id, scope = identity.user_id, policy.tool_scope(body.scope_type, workspace)
+        existing = reads.memory_by_key(user_id, scope, key)
+        if existing is not None and _same(existing, content, category):
+            return ProposeResult(status="duplicate")  # already remembered: nothing to propose
+        outcome = services.ledger.propose_candidate(
+            user_id,
+            operation="create" if existing is None else "replace",
+            scope=scope,
+            memory_key=body.memory_key,
+            content=body.content,
+            category=body.category,
+            target_memory_id=None if existing is None else existing["memory_id"],
+            source_conversation_id=body.source_conversation_id,
+        )
+        services.wrote(user_id, outcome)
+        return ProposeResult(
+            status=outcome.status,  # type: ignore[arg-type]
+            candidate=candidate_out(outcome.candidate) if outcome.candidate else None,
+        )
+
+
+@router.post("/{name}", include_in_schema=False, responses={404: {"description": "no such tool"}})
+def unknown_tool(name: str, identity: CurrentIdentity) -> None:
+    """Any other name: 404 (after the identity check, like every tool)."""
+    raise NotFound(f"no tool named {name!r}")
+
+
+# -- helpers -----------------------------------------------------------------------------------
+
+
+@contextmanager
+def _tool(services: Services, identity: Identity, tool: str) -> Iterator[str]:
+    """Time the call and apply the policy; yields the token's workspace once allowed."""
+    started = time.perf_counter()
+    try:
+        yield _allow(services, identity, tool)
+    finally:
+        services.metrics.tool_latency.labels(tool).observe(time.perf_counter() - started)
+
+
+def _allow(services: Services, identity: Identity, tool: str) -> str:
+    context = policy.TurnContext(
+        identity.workspace,
+        identity.mode,
+        identity.tools,
+        services.ledger.get_settings(identity.user_id),
+    )
+    reason = policy.denial(tool, context)
+    if reason is None:
+        assert identity.workspace is not None  # the policy's first rule
+        return identity.workspace
+    services.metrics.denials.labels(reason).inc()
+    # The audit trail of section 17 (memory.policy_denied): ids and reason, never content.
+    _log.warning(
+        "memory.policy_denied tool=%s reason=%s",
+        tool,
+        reason,
+        extra={"request_id": current_request_id(), "user_id": identity.user_id},
+    )
+    raise PolicyDenied(reason, f"{tool} is not allowed in this turn: {reason}")
+
+
+def _check_values(
+    memory_key: str | None, content: str | None, category: str | None
+) -> tuple[str, str, str]:
+    """The domain's value checks (422, secrets included) before the policy, as ordered."""
+    return (
+        check_key(memory_key) if memory_key is not None else "",
+        check_content(content) if content is not None else "",
+        check_category(category) if category is not None else "",
+    )
+
+
+def _visible_memory(
+    services: Services, reads: Reads, user_id: str, workspace: str, memory_id: UUID
+) -> MemoryView:
+    """The memory if this agent may see it (active, unexpired, visible scope); else 404/410."""
+    gone = reads.forgotten_scope(user_id, memory_id)
+    if gone is not None:
+        if policy.is_visible(gone.scope_type, gone.workspace_type, workspace):
+            raise MemoryForgotten(memory_id)
+        raise NotFound(f"memory {memory_id} not found")
+    memory = services.ledger.get_memory(user_id, memory_id)
+    if not (
+        policy.is_visible(memory.scope_type, memory.workspace_type, workspace)
+        and retrievable(memory.status, memory.expires_at, services.ledger.clock())
+    ):
+        raise NotFound(f"memory {memory_id} not found")
+    return memory
+
+
+def _propose_replacement(
+    services: Services, user_id: str, scope: Scope, body: SaveBody, target: UUID
+) -> SaveResult:
+    outcome = services.ledger.propose_candidate(
+        user_id,
+        operation="replace",
+        scope=scope,
+        memory_key=body.memory_key,
+        content=body.content,
+        category=body.category,
+        target_memory_id=target,
+    )
+    services.wrote(user_id, outcome)
+    if outcome.candidate is None:
+        # The user rejected this very replacement recently: the old value stays, unchanged.
+        current = services.ledger.get_memory(user_id, target)
+        return SaveResult(status="unchanged", memory=memory_out(current))
+    # A pending candidate for the same change is the answer to a repeated save, too.
+    return SaveResult(status="candidate_created", candidate=candidate_out(outcome.candidate))
+
+
+def _reconfirm_if_due(services: Services, user_id: str, memory: MemoryView) -> MemoryView:
+    """Saving the same content again confirms it, when it was due for review (section 9.3)."""
+    now = services.ledger.clock()
+    if memory.status != "active" or not due_for_review(
+        memory.review_after, memory.last_confirmed_at, now
+    ):
+        return memory
+    outcome: Outcome = services.wrote(
+        user_id, services.ledger.confirm_memory(user_id, memory.memory_id)
+    )
+    return outcome.memory or memory
+
+
+def _same(row: dict[str, Any], content: str, category: str) -> bool:
+    return row["category"] == category and normalise_content(row["content"]) == normalise_content(
+        content
+    )

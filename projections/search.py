@@ -1,0 +1,418 @@
+"""Retrieval for `search_core_memories` (CORE_MEMORY_DESIGN.md section 10): rank, then budget.
+
+`search()` is the whole pipeline over the candidates SQL fetched (the user's active, unexpired
+memories in the visible scopes): drop what is not retrievable or not visible, let a workspace
+memory hide the global one with the same key, keep the requested category, rank with a
+`Ranker`, then apply the item limit and the token budgets. The ranker is the only part meant
+to be replaced (by a hybrid one, say); scope, status and budget rules stay here.
+
+The lexical ranker is deterministic. A memory matches when its key equals the query (as a
+normalised key), when the query occurs in it as a phrase, when it shares a meaningful term with
+the query, or when the query names its category ("preferences", "目标"). Matches are ordered by
+key match, then phrase, then term coverage, then category, then freshness (a memory past its
+`review_after` and not confirmed since ranks below an otherwise equal one), then newer
+`updated_at`, then id. No match gives no items: there is never a fallback to the full list.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import unicodedata
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from fractions import Fraction
+from itertools import pairwise
+from typing import Any, Final, Protocol
+from uuid import UUID
+
+from domain.model.text import normalise_content, normalise_key
+from domain.policy import is_visible
+
+__all__ = [
+    "DEFAULT_LIMIT",
+    "ITEM_TOKENS",
+    "MAX_LIMIT",
+    "TOTAL_TOKENS",
+    "Candidate",
+    "LexicalRanker",
+    "Ranker",
+    "Scored",
+    "SearchItem",
+    "SearchResult",
+    "document_terms",
+    "due_for_review",
+    "estimate_tokens",
+    "query_terms",
+    "retrievable",
+    "search",
+    "shadow_global",
+    "truncate",
+]
+
+DEFAULT_LIMIT: Final = 5
+MAX_LIMIT: Final = 20
+TOTAL_TOKENS: Final = 600
+ITEM_TOKENS: Final = 160
+MIN_CUT_TOKENS: Final = 16
+"""An item that would have to be cut below this many tokens is left out (and all after it)."""
+ELLIPSIS: Final = "…"
+
+# Han (with extensions and compatibility ideographs), kana, bopomofo, U+3005 and U+3007: scripts
+# written without spaces, so words are unknown and character bigrams stand in for them. Hangul
+# is not here: Korean separates words with spaces.
+_CJK_RANGES: Final = (
+    "\u3005\u3007\u3040-\u30fa\u30fc-\u30ff\u3100-\u312f\u31a0-\u31bf"
+    "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003134f"
+)
+_CJK: Final = re.compile(f"[{_CJK_RANGES}]")
+_RUNS: Final = re.compile(f"[{_CJK_RANGES}]+|[^\\W_{_CJK_RANGES}]+")
+# fmt: off
+_STOPWORDS: Final = frozenset((
+    "a", "an", "the", "and", "or", "but", "of", "to", "in", "on", "for", "with", "at", "by",
+    "from", "as", "into", "about", "is", "are", "was", "were", "be", "been", "am", "do", "does",
+    "did", "have", "has", "had", "i", "me", "my", "mine", "myself", "you", "your", "we", "our",
+    "us", "it", "its", "this", "that", "these", "those", "there", "here", "what", "which", "who",
+    "whom", "whose", "how", "when", "where", "why", "should", "would", "could", "can", "will",
+    "shall", "may", "might", "must", "please", "any", "some", "all", "not", "no", "yes", "than",
+    "then", "so", "too", "very", "just", "also", "tell", "know", "remember", "recall",
+))
+# fmt: on
+# Function characters: alone they say nothing, and a bigram of two of them (我的, 什么) neither.
+_STOP_CHARS: Final = frozenset(
+    "的了是我你他她它们在和与及也都就很吗呢吧啊呀么这那个一有要会对把被给让什怎样哪些为之其"
+)
+_STRONG, _WEAK = 2, 1  # term weights: a bigram with one function character counts half
+
+# fmt: off
+CATEGORY_WORDS: Final[Mapping[str, frozenset[str]]] = {
+    "preference": frozenset((
+        "preference", "prefer", "like", "favourite", "favorite",
+        "偏好", "喜好", "喜欢", "习惯", "好み", "好き",
+    )),
+    "goal": frozenset((
+        "goal", "aim", "objective", "target", "plan", "目标", "目的", "计划", "打算", "目標",
+    )),
+    "constraint": frozenset((
+        "constraint", "limit", "restriction", "rule", "avoid",
+        "约束", "限制", "禁止", "规则", "不能",
+    )),
+    "background": frozenset(("background", "experience", "history", "背景", "经历", "经验")),
+    "fact": frozenset(("fact", "事实", "事實")),
+    "profile": frozenset(("profile", "画像", "资料", "档案")),
+    "project": frozenset(("project", "项目", "課題", "プロジェクト")),
+    "other": frozenset(("other", "其他", "其它")),
+}
+# fmt: on
+"""Words (stemmed) and CJK bigrams by which a query names a category."""
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """A memory as retrieval sees it (an `active_memories` row)."""
+
+    memory_id: UUID
+    memory_key: str
+    content: str
+    category: str
+    scope_type: str
+    workspace_type: str | None
+    source_type: str
+    status: str
+    updated_at: datetime
+    review_after: datetime | None = None
+    last_confirmed_at: datetime | None = None
+    expires_at: datetime | None = None
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> Candidate:
+        """From a projection row (extra columns are ignored)."""
+        values: dict[str, Any] = {name: row.get(name) for name in cls.__dataclass_fields__}
+        return cls(**values)
+
+    def is_retrievable(self, now: datetime) -> bool:
+        """Active and not expired (section 9.4)."""
+        return retrievable(self.status, self.expires_at, now)
+
+    def is_due_for_review(self, now: datetime) -> bool:
+        """Past `review_after` and not confirmed since: ranked below otherwise equal ones."""
+        return due_for_review(self.review_after, self.last_confirmed_at, now)
+
+
+def retrievable(status: str, expires_at: datetime | None, now: datetime) -> bool:
+    """True for an active memory that has not expired: only those take part in retrieval."""
+    return status == "active" and (expires_at is None or expires_at > now)
+
+
+def due_for_review(
+    review_after: datetime | None, last_confirmed_at: datetime | None, now: datetime
+) -> bool:
+    """True once `review_after` has passed without a confirmation since (section 9.4)."""
+    if review_after is None or review_after > now:
+        return False
+    return last_confirmed_at is None or last_confirmed_at < review_after
+
+
+@dataclass(frozen=True, slots=True)
+class Scored:
+    """A matching candidate and its relevance (higher is better; ties are the ranker's)."""
+
+    candidate: Candidate
+    score: float
+
+
+class Ranker(Protocol):
+    """Orders candidates for a query; returns matches only, best first."""
+
+    version: str
+
+    def rank(self, query: str, candidates: Sequence[Candidate], *, now: datetime) -> list[Scored]:
+        """Matches only (no match: empty), best first, deterministic for equal input."""
+        ...
+
+
+# -- terms -------------------------------------------------------------------------------------
+
+
+def _stem(word: str) -> str:
+    # Plural folding only, applied alike to queries and memories ("examples" ~ "example").
+    if len(word) > 4 and word.endswith("ies"):
+        return word[:-3] + "y"
+    if len(word) > 3 and word.endswith("s") and not word.endswith(("ss", "us", "is")):
+        return word[:-1]
+    return word
+
+
+def _bigrams(run: str) -> Iterable[tuple[str, int]]:
+    for a, b in pairwise(run):
+        stops = (a in _STOP_CHARS) + (b in _STOP_CHARS)
+        if stops < 2:
+            yield a + b, _WEAK if stops else _STRONG
+
+
+def query_terms(text: str) -> dict[str, int]:
+    """Weighted terms of a query: words, CJK bigrams (a lone CJK character as itself)."""
+    terms: dict[str, int] = {}
+    for run in _RUNS.findall(normalise_content(text)):
+        if _CJK.match(run):
+            pairs = list(_bigrams(run)) if len(run) > 1 else [(run, _STRONG)]
+            for term, weight in pairs:
+                if term not in _STOP_CHARS:
+                    terms[term] = max(weight, terms.get(term, 0))
+        else:
+            word = _stem(run)
+            if len(word) > 1 and word not in _STOPWORDS:
+                terms[word] = _STRONG
+    return terms
+
+
+def document_terms(text: str) -> frozenset[str]:
+    """Terms of a memory: words, CJK bigrams and single CJK characters."""
+    terms: set[str] = set()
+    for run in _RUNS.findall(normalise_content(text)):
+        if _CJK.match(run):
+            terms.update(a + b for a, b in pairwise(run))
+            terms.update(run)
+        else:
+            terms.add(_stem(run))
+    return frozenset(terms)
+
+
+def _word_char(char: str) -> bool:
+    return (char.isalnum() or char == "_") and not _CJK.match(char)
+
+
+def _has_phrase(haystack: str, phrase: str) -> bool:
+    """`phrase` occurs in `haystack` and does not start or end inside a word."""
+    start = haystack.find(phrase)
+    while start >= 0:
+        end = start + len(phrase)
+        clean_start = not (_word_char(phrase[0]) and start > 0 and _word_char(haystack[start - 1]))
+        clean_end = not (
+            _word_char(phrase[-1]) and end < len(haystack) and _word_char(haystack[end])
+        )
+        if clean_start and clean_end:
+            return True
+        start = haystack.find(phrase, start + 1)
+    return False
+
+
+# -- the lexical ranker ------------------------------------------------------------------------
+
+
+class LexicalRanker:
+    """Deterministic lexical ranking (section 10, first version); see the module docstring."""
+
+    version = "lexical-1"
+
+    def rank(self, query: str, candidates: Sequence[Candidate], *, now: datetime) -> list[Scored]:
+        """Matches only, best first."""
+        terms = query_terms(query)
+        phrase = normalise_content(query) if terms else ""
+        query_key = normalise_key(query)
+        said = document_terms(query)  # stop words kept: "my preferences" names a category
+        named = {category for category, words in CATEGORY_WORDS.items() if words & said}
+        total = sum(terms.values())
+        ranked: list[tuple[tuple[Any, ...], Scored]] = []
+        for c in candidates:
+            key_text = c.memory_key.replace("_", " ")
+            found = document_terms(f"{key_text} {c.content}")
+            matched = sum(w for t, w in terms.items() if t in found)
+            key_match = bool(query_key) and query_key == c.memory_key
+            has_phrase = bool(phrase) and (
+                _has_phrase(normalise_content(c.content), phrase) or _has_phrase(key_text, phrase)
+            )
+            category = c.category in named
+            if not (key_match or has_phrase or category or matched >= _STRONG):
+                continue
+            coverage = Fraction(matched, total) if total else Fraction(0)
+            order = (
+                not key_match,
+                not has_phrase,
+                -coverage,
+                not category,
+                c.is_due_for_review(now),
+                -c.updated_at.timestamp(),
+                str(c.memory_id),
+            )
+            score = 8 * key_match + 4 * has_phrase + 2 * float(coverage) + category
+            ranked.append((order, Scored(c, score)))
+        ranked.sort(key=lambda pair: pair[0])
+        return [scored for _, scored in ranked]
+
+
+# -- tokens ------------------------------------------------------------------------------------
+
+_PIECES: Final = re.compile(r"[A-Za-z]+|[0-9]+|\s+|.", re.DOTALL)
+
+
+def estimate_tokens(text: str) -> int:
+    """A conservative, offline token count: it should not undercount real tokenizers.
+
+    ASCII letters: ceil(run / 4) per word; digits: ceil(run / 3) per number; each ASCII
+    punctuation mark: 1; newlines: 1 each, other whitespace: 0; each CJK, kana or Hangul
+    character and each other non-ASCII letter or mark: 1; any other character (symbols,
+    emoji): 2. Modern multilingual tokenizers spend about one token or less per Han character.
+    """
+    tokens = 0
+    for piece in _PIECES.findall(text):
+        first = piece[0]
+        if first.isascii() and first.isalpha():
+            tokens += math.ceil(len(piece) / 4)
+        elif first.isascii() and first.isdigit():
+            tokens += math.ceil(len(piece) / 3)
+        elif first.isspace():
+            tokens += piece.count("\n")
+        elif first.isascii() or unicodedata.category(first)[0] in "LMN":
+            tokens += 1
+        else:
+            tokens += 2
+    return tokens
+
+
+_SENTENCE_END: Final = frozenset(".!?;\n\u3002\uff01\uff1f\uff1b")  # and CJK full stops
+_JOINERS: Final = frozenset("\u200d\ufe0e\ufe0f")
+
+
+def truncate(text: str, max_tokens: int) -> str:
+    """`text` itself if it fits in `max_tokens`, else a clean prefix ending in an ellipsis.
+
+    The cut prefers a sentence end, then a space, and never splits a character from its
+    combining marks; the result (ellipsis included) is within `max_tokens`.
+    """
+    if estimate_tokens(text) <= max_tokens:
+        return text
+    room = max_tokens - estimate_tokens(ELLIPSIS)
+    low, high = 0, len(text)
+    while low < high:  # the longest prefix within `room` (the estimate only grows with length)
+        middle = (low + high + 1) // 2
+        if estimate_tokens(text[:middle]) <= room:
+            low = middle
+        else:
+            high = middle - 1
+    cut = _clean_cut(text, low)
+    return (text[:cut].rstrip() + ELLIPSIS) if cut else ""
+
+
+def _clean_cut(text: str, limit: int) -> int:
+    floor = limit * 3 // 5  # never give up more than 40 % of what fits for a nicer cut
+    for index in range(limit, floor, -1):
+        if text[index - 1] in _SENTENCE_END:
+            return index
+    if 0 < limit < len(text) and _word_char(text[limit - 1]) and _word_char(text[limit]):
+        for index in range(limit, floor, -1):
+            if text[index - 1].isspace():
+                return index
+    cut = limit
+    while 0 < cut < len(text) and (unicodedata.combining(text[cut]) or text[cut] in _JOINERS):
+        cut -= 1
+    return cut
+
+
+# -- the pipeline ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class SearchItem:
+    """A returned memory: its content (perhaps cut) and that content's token estimate."""
+
+    candidate: Candidate
+    content: str
+    tokens: int
+
+
+@dataclass(frozen=True, slots=True)
+class SearchResult:
+    """What search returns, with the sum of the items' tokens."""
+
+    items: list[SearchItem]
+    total_tokens: int
+
+
+def shadow_global(candidates: Iterable[Candidate]) -> list[Candidate]:
+    """Drop each global memory whose key a workspace memory among `candidates` also holds."""
+    pool = list(candidates)
+    overridden = {c.memory_key for c in pool if c.scope_type == "workspace"}
+    return [c for c in pool if c.scope_type == "workspace" or c.memory_key not in overridden]
+
+
+def _budget(ranked: Sequence[Scored], limit: int, total: int, per_item: int) -> SearchResult:
+    items: list[SearchItem] = []
+    used = 0
+    for scored in ranked:
+        if len(items) == limit:
+            break
+        cap = min(per_item, total - used)
+        content = scored.candidate.content
+        if estimate_tokens(content) > cap:
+            if cap < MIN_CUT_TOKENS:
+                break  # keep rank order: nothing below a left-out item is returned
+            content = truncate(content, cap)
+        tokens = estimate_tokens(content)
+        items.append(SearchItem(scored.candidate, content, tokens))
+        used += tokens
+    return SearchResult(items, used)
+
+
+def search(
+    candidates: Iterable[Candidate],
+    query: str,
+    *,
+    workspace: str,
+    now: datetime,
+    category: str | None = None,
+    limit: int = DEFAULT_LIMIT,
+    ranker: Ranker | None = None,
+    total_tokens: int = TOTAL_TOKENS,
+    item_tokens: int = ITEM_TOKENS,
+) -> SearchResult:
+    """Retrievable, visible candidates ranked for `query`, within the limit and budgets."""
+    pool = [
+        c
+        for c in candidates
+        if c.is_retrievable(now) and is_visible(c.scope_type, c.workspace_type, workspace)
+    ]
+    pool = [c for c in shadow_global(pool) if category is None or c.category == category]
+    ranked = (ranker or LexicalRanker()).rank(query, pool, now=now)
+    return _budget(ranked, max(0, min(limit, MAX_LIMIT)), total_tokens, item_tokens)
