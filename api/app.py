@@ -12,6 +12,7 @@ from api.deps import Services
 from api.errors import install_error_handlers
 from api.middleware import RequestContext
 from api.routes import audit, candidates, legacy, memories, settings, tools
+from api.schemas.errors import ERROR_RESPONSES
 
 __all__ = ["create_app"]
 
@@ -22,6 +23,7 @@ def create_app(services: Services, *, max_lag: int = 1000) -> FastAPI:
         title="memledger",
         version="1",
         summary="An event-sourced memory ledger for AI agents: memories the user owns.",
+        responses=ERROR_RESPONSES,
     )
     app.state.services = services
     install_error_handlers(app)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 from dataclasses import dataclass, field
 from typing import Annotated
@@ -16,6 +17,9 @@ from projections.queries import Reads
 from projections.worker import ProjectionWorker
 
 __all__ = ["CurrentIdentity", "FreshReads", "Services", "ServicesDep", "fresh_reads"]
+
+
+_log = logging.getLogger("memledger.api")
 
 
 @dataclass
@@ -42,8 +46,15 @@ class Services:
         """Wait (bounded) until projections show this user's writes (read-your-writes)."""
         with self._lock:
             position = max(self._written.get(user_id, 0), at_least)
-        if position and self.worker is not None:
-            self.worker.wait(position, timeout=self.read_timeout)
+        if not position or self.worker is None:
+            return
+        if not self.worker.wait(position, timeout=self.read_timeout):
+            _log.warning(
+                "projections did not reach position %s in %.1fs; reading anyway",
+                position,
+                self.read_timeout,
+                extra={"user_id": user_id},
+            )
 
 
 def _services(request: Request) -> Services:
@@ -79,7 +90,9 @@ def fresh_reads(
     ] = None,
 ) -> Reads:
     """Projection reads that already include the caller's own earlier writes."""
-    services.wait_for(identity.user_id, min_position or 0)
+    # A position the ledger has not reached yet cannot be waited for: cap it at the head.
+    at_least = min(min_position, services.ledger.position()) if min_position else 0
+    services.wait_for(identity.user_id, at_least)
     return services.reads
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 from uuid import UUID
 
 from fastapi import APIRouter, Body, Query
@@ -23,16 +23,8 @@ __all__ = ["router"]
 
 router = APIRouter(prefix="/me/memory-candidates", tags=["candidates"])
 
-_ERRORS: dict[int | str, dict[str, Any]] = {
-    401: {"description": "missing or invalid token"},
-    404: {"description": "no such candidate (or memory) for this user"},
-    409: {"description": "revision_conflict, key_exists or candidate_decided"},
-    410: {"description": "the memory the candidate is about was forgotten"},
-    422: {"description": "invalid input (sensitive_content for secrets)"},
-}
 
-
-@router.get("", response_model=CandidateList, responses=_ERRORS)
+@router.get("", response_model=CandidateList)
 def list_candidates(
     identity: CurrentIdentity,
     reads: FreshReads,
@@ -51,7 +43,7 @@ def list_candidates(
     return CandidateList(items=[candidate_out(r) for r in rows])
 
 
-@router.post("/{candidate_id}/accept", response_model=CandidateAccepted, responses=_ERRORS)
+@router.post("/{candidate_id}/accept", response_model=CandidateAccepted)
 def accept_candidate(
     candidate_id: UUID,
     identity: CurrentIdentity,
@@ -78,7 +70,7 @@ def accept_candidate(
     )
 
 
-@router.post("/{candidate_id}/reject", response_model=Candidate, responses=_ERRORS)
+@router.post("/{candidate_id}/reject", response_model=Candidate)
 def reject_candidate(
     candidate_id: UUID, identity: CurrentIdentity, services: ServicesDep
 ) -> Candidate:

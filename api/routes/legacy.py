@@ -49,7 +49,7 @@ def put_global_memory(
     )  # type: ignore[arg-type]
 
 
-@router.delete("/{memory_key}", status_code=204, responses={404: {"description": "no such key"}})
+@router.delete("/{memory_key}", status_code=204)
 def forget_global_memory(
     identity: CurrentIdentity,
     services: ServicesDep,

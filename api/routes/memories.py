@@ -29,14 +29,6 @@ __all__ = ["router"]
 
 router = APIRouter(prefix="/me/core-memories", tags=["memories"])
 
-_ERRORS: dict[int | str, dict[str, Any]] = {
-    401: {"description": "missing or invalid token"},
-    404: {"description": "no such memory for this user"},
-    409: {"description": "revision_conflict or key_exists"},
-    410: {"description": "the memory was forgotten"},
-    422: {"description": "invalid input (sensitive_content for secrets)"},
-}
-
 
 def _live_row(reads: Reads, user_id: str, memory_id: UUID) -> dict[str, Any]:
     row = reads.memory(user_id, memory_id)
@@ -47,7 +39,7 @@ def _live_row(reads: Reads, user_id: str, memory_id: UUID) -> dict[str, Any]:
     raise NotFound(f"memory {memory_id} not found")
 
 
-@router.get("", response_model=MemoryPage, responses=_ERRORS)
+@router.get("", response_model=MemoryPage)
 def list_memories(
     identity: CurrentIdentity,
     reads: FreshReads,
@@ -71,7 +63,7 @@ def list_memories(
     return MemoryPage(items=[memory_out(r) for r in page.items], next_cursor=page.next_cursor)
 
 
-@router.post("", response_model=MemoryOut, status_code=201, responses=_ERRORS)
+@router.post("", response_model=MemoryOut, status_code=201)
 def create_memory(
     body: MemoryCreate, identity: CurrentIdentity, services: ServicesDep, response: Response
 ) -> MemoryOut:
@@ -93,13 +85,13 @@ def create_memory(
     return memory_out(outcome.memory)
 
 
-@router.get("/{memory_id}", response_model=MemoryOut, responses=_ERRORS)
+@router.get("/{memory_id}", response_model=MemoryOut)
 def get_memory(memory_id: UUID, identity: CurrentIdentity, reads: FreshReads) -> MemoryOut:
     """One memory."""
     return memory_out(_live_row(reads, identity.user_id, memory_id))
 
 
-@router.patch("/{memory_id}", response_model=MemoryOut, responses=_ERRORS)
+@router.patch("/{memory_id}", response_model=MemoryOut)
 def update_memory(
     memory_id: UUID, body: MemoryPatch, identity: CurrentIdentity, services: ServicesDep
 ) -> MemoryOut:
@@ -122,28 +114,28 @@ def update_memory(
     return memory_out(outcome.memory)
 
 
-@router.delete("/{memory_id}", status_code=204, responses=_ERRORS)
+@router.delete("/{memory_id}", status_code=204)
 def forget_memory(memory_id: UUID, identity: CurrentIdentity, services: ServicesDep) -> Response:
     """Forget irrecoverably: content, versions, candidates, profile and index are shredded."""
     services.wrote(identity.user_id, services.ledger.forget_memory(identity.user_id, memory_id))
     return Response(status_code=204)
 
 
-@router.post("/{memory_id}/suppress", response_model=MemoryOut, responses=_ERRORS)
+@router.post("/{memory_id}/suppress", response_model=MemoryOut)
 def suppress_memory(memory_id: UUID, identity: CurrentIdentity, services: ServicesDep) -> MemoryOut:
     """Exclude from retrieval until restored (revision unchanged)."""
     outcome = services.ledger.suppress_memory(identity.user_id, memory_id)
     return memory_out(services.wrote(identity.user_id, outcome).memory)
 
 
-@router.post("/{memory_id}/restore", response_model=MemoryOut, responses=_ERRORS)
+@router.post("/{memory_id}/restore", response_model=MemoryOut)
 def restore_memory(memory_id: UUID, identity: CurrentIdentity, services: ServicesDep) -> MemoryOut:
     """Bring a suppressed memory back (revision unchanged)."""
     outcome = services.ledger.restore_memory(identity.user_id, memory_id)
     return memory_out(services.wrote(identity.user_id, outcome).memory)
 
 
-@router.get("/{memory_id}/versions", response_model=VersionList, responses=_ERRORS)
+@router.get("/{memory_id}/versions", response_model=VersionList)
 def list_versions(memory_id: UUID, identity: CurrentIdentity, reads: FreshReads) -> VersionList:
     """Every content version, ascending revision."""
     _live_row(reads, identity.user_id, memory_id)
@@ -151,9 +143,7 @@ def list_versions(memory_id: UUID, identity: CurrentIdentity, reads: FreshReads)
     return VersionList(items=[VersionOut.model_validate(r) for r in rows])
 
 
-@router.post(
-    "/{memory_id}/versions/{revision}/restore", response_model=MemoryOut, responses=_ERRORS
-)
+@router.post("/{memory_id}/versions/{revision}/restore", response_model=MemoryOut)
 def restore_version(
     memory_id: UUID,
     revision: Annotated[int, Path(ge=1)],

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi import APIRouter
 
 from api.deps import CurrentIdentity, ServicesDep
@@ -14,11 +12,6 @@ __all__ = ["router"]
 
 router = APIRouter(prefix="/me/memory-settings", tags=["settings"])
 
-_ERRORS: dict[int | str, dict[str, Any]] = {
-    401: {"description": "missing or invalid token"},
-    422: {"description": "no field given, an unknown field, or a non-boolean value"},
-}
-
 
 def _out(view: SettingsView) -> SettingsOut:
     return SettingsOut(
@@ -27,13 +20,13 @@ def _out(view: SettingsView) -> SettingsOut:
     )
 
 
-@router.get("", response_model=SettingsOut, responses=_ERRORS)
+@router.get("", response_model=SettingsOut)
 def get_settings(identity: CurrentIdentity, services: ServicesDep) -> SettingsOut:
     """The caller's settings (both true until changed)."""
     return _out(services.ledger.get_settings(identity.user_id))
 
 
-@router.patch("", response_model=SettingsOut, responses=_ERRORS)
+@router.patch("", response_model=SettingsOut)
 def change_settings(
     body: SettingsPatch, identity: CurrentIdentity, services: ServicesDep
 ) -> SettingsOut:

@@ -62,26 +62,14 @@ LIST_LIMIT: Final = 200
 SEARCH_POOL: Final = 1000
 """Search ranks at most this many of the user's visible memories (the newest)."""
 
-_ERRORS: dict[int | str, dict[str, Any]] = {
-    401: {"description": "missing or invalid token"},
-    403: {
-        "description": "policy denies the call: workspace_required, isolated_mode, "
-        "tool_not_allowed, memory_disabled, no_write_mode or auto_extract_disabled"
-    },
-    404: {"description": "no such memory visible to this agent"},
-    409: {"description": "revision_conflict (the memory changed meanwhile)"},
-    410: {"description": "the memory was forgotten"},
-    422: {"description": "invalid body, unknown fields, or sensitive_content"},
-}
 
-
-@router.get("", response_model=list[ToolSpec], responses={401: _ERRORS[401]})
+@router.get("", response_model=list[ToolSpec])
 def list_tools(identity: CurrentIdentity) -> list[ToolSpec]:
     """Every tool with a description and a JSON Schema of its body (for function calling)."""
     return tool_specs()
 
 
-@router.post("/search_core_memories", response_model=SearchResultOut, responses=_ERRORS)
+@router.post("/search_core_memories", response_model=SearchResultOut)
 def search_core_memories(
     body: SearchBody, identity: CurrentIdentity, services: ServicesDep, reads: FreshReads
 ) -> SearchResultOut:
@@ -122,7 +110,7 @@ def search_core_memories(
         return SearchResultOut(items=items, total_tokens=result.total_tokens)
 
 
-@router.post("/list_core_memories", response_model=ListResult, responses=_ERRORS)
+@router.post("/list_core_memories", response_model=ListResult)
 def list_core_memories(
     body: ListBody, identity: CurrentIdentity, services: ServicesDep, reads: FreshReads
 ) -> ListResult:
@@ -137,7 +125,7 @@ def list_core_memories(
         return ListResult(items=[memory_out(r) for r in rows])
 
 
-@router.post("/save_core_memory", response_model=SaveResult, responses=_ERRORS)
+@router.post("/save_core_memory", response_model=SaveResult)
 def save_core_memory(
     body: SaveBody, identity: CurrentIdentity, services: ServicesDep
 ) -> SaveResult:
@@ -165,7 +153,7 @@ def save_core_memory(
         return SaveResult(status=outcome.status, memory=memory_out(memory))  # type: ignore[arg-type]
 
 
-@router.post("/update_core_memory", response_model=UpdateResult, responses=_ERRORS)
+@router.post("/update_core_memory", response_model=UpdateResult)
 def update_core_memory(
     body: UpdateBody, identity: CurrentIdentity, services: ServicesDep, reads: FreshReads
 ) -> UpdateResult:
@@ -188,7 +176,7 @@ def update_core_memory(
         return UpdateResult(status=outcome.status, memory=memory_out(memory))  # type: ignore[arg-type]
 
 
-@router.post("/forget_core_memory", response_model=ForgetResult, responses=_ERRORS)
+@router.post("/forget_core_memory", response_model=ForgetResult)
 def forget_core_memory(
     body: ForgetBody, identity: CurrentIdentity, services: ServicesDep, reads: FreshReads
 ) -> ForgetResult:
@@ -201,7 +189,7 @@ def forget_core_memory(
         return ForgetResult(status="forgotten")
 
 
-@router.post("/propose_core_memory", response_model=ProposeResult, responses=_ERRORS)
+@router.post("/propose_core_memory", response_model=ProposeResult)
 def propose_core_memory(
     body: ProposeBody, identity: CurrentIdentity, services: ServicesDep, reads: FreshReads
 ) -> ProposeResult:
@@ -229,7 +217,7 @@ def propose_core_memory(
         )
 
 
-@router.post("/{name}", include_in_schema=False, responses={404: {"description": "no such tool"}})
+@router.post("/{name}", include_in_schema=False)
 def unknown_tool(name: str, identity: CurrentIdentity) -> None:
     """Any other name: 404 (after the identity check, like every tool)."""
     raise NotFound(f"no tool named {name!r}")

@@ -1,0 +1,48 @@
+"""The one error body every non-2xx answer has (API_CONTRACT.md, 'Shapes')."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+__all__ = ["ERROR_RESPONSES", "ErrorBody"]
+
+
+class ErrorBody(BaseModel):
+    """`detail` is always a human-readable string; `reason` a fixed string where listed."""
+
+    model_config = ConfigDict(
+        extra="allow",
+        json_schema_extra={
+            "examples": [
+                {
+                    "detail": "revision conflict: current revision is 3",
+                    "reason": "revision_conflict",
+                    "current_revision": 3,
+                },
+            ]
+        },
+    )
+    detail: str
+    reason: str | None = None
+    errors: list[dict[str, Any]] | None = None
+    current_revision: int | None = None
+    memory_id: str | None = None
+    request_id: str | None = None
+
+
+def _error(description: str) -> dict[str, Any]:
+    return {"model": ErrorBody, "description": description}
+
+
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    401: _error("missing, malformed, expired or wrongly signed token"),
+    403: _error("policy denies the call (reason says which)"),
+    404: _error("not found, or another user's"),
+    409: _error("revision_conflict (with current_revision) or key_exists (with memory_id)"),
+    410: _error("the memory was forgotten (reason: forgotten)"),
+    422: _error("invalid input; reason sensitive_content for secrets"),
+    500: _error("unexpected error: only the request id is returned"),
+    503: _error("the ledger or projections are unavailable; retry"),
+}
