@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from pydantic import SecretStr
 
+from api.migration.commands import export_command, import_command, migrate_app
 from api.replay_cli import replay_command
 from api.settings import Settings
 
@@ -58,6 +59,7 @@ def serve(
         jwt_secret,
         resolve_database_url,
     )
+    from api.middleware import configure_logging
     from domain.ledger.keyring import KeyringError
 
     settings = _settings(dev=dev)
@@ -76,6 +78,7 @@ def serve(
     # it found: make that handler a clean exit, so the worker and pools below close properly.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     try:
+        configure_logging()
         uvicorn.run(
             create_app(
                 build_services(settings, ledger, projection_worker),
@@ -83,7 +86,7 @@ def serve(
             ),
             host=host or settings.host,
             port=port or settings.port,
-            log_level="info",
+            log_config=None,
             timeout_graceful_shutdown=10,
         )
     finally:
@@ -303,6 +306,9 @@ def _settings(**overrides: object) -> Settings:
 
 
 app.command("replay")(replay_command)
+app.add_typer(migrate_app, name="migrate")
+app.command("export")(export_command)
+app.command("import")(import_command)
 
 
 def main() -> None:

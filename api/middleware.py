@@ -14,25 +14,23 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from api.metrics import Metrics
 from domain.ledger.correlation import correlated
 
-__all__ = ["JsonFormatter", "RequestContext"]
+__all__ = ["JsonFormatter", "RequestContext", "configure_logging"]
 
 _log = logging.getLogger("memledger.access")
 _VALID_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 
 
 class JsonFormatter(logging.Formatter):
-    """One JSON object per log line; extra fields (request_id, user_id, memory_ids) included."""
+    """One JSON object per log line, with every `extra` field (request_id, user_id, memory_ids).
 
-    _FIELDS = (
-        "request_id",
-        "user_id",
-        "memory_ids",
-        "method",
-        "path",
-        "status",
-        "duration_ms",
-        "route",
-    )
+    Callers must never pass memory content as a field: logs carry ids, scopes and reasons only.
+    """
+
+    _STANDARD = frozenset(vars(logging.LogRecord("", 0, "", 0, "", (), None))) | {
+        "message",
+        "asctime",
+        "taskName",
+    }
 
     def format(self, record: logging.LogRecord) -> str:
         line: dict[str, Any] = {
@@ -41,10 +39,23 @@ class JsonFormatter(logging.Formatter):
             "logger": record.name,
             "message": record.getMessage(),
         }
-        line.update({k: getattr(record, k) for k in self._FIELDS if hasattr(record, k)})
-        if record.exc_info:
-            line["error"] = repr(record.exc_info[1])  # type and message only: no locals
+        line.update({k: v for k, v in vars(record).items() if k not in self._STANDARD})
+        if record.exc_info and record.exc_info[1] is not None:
+            line["error"] = type(record.exc_info[1]).__name__  # no message, no locals: no content
         return json.dumps(line, default=str)
+
+
+def configure_logging(level: str = "INFO") -> None:
+    """Send every log record to stderr as one JSON object per line."""
+    handler = logging.StreamHandler()
+    handler.setFormatter(JsonFormatter())
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level)
+    for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
+        logging.getLogger(name).handlers[:] = []
+        logging.getLogger(name).propagate = True
+    logging.getLogger("uvicorn.access").disabled = True  # RequestContext logs each request
 
 
 class RequestContext:
@@ -101,6 +112,7 @@ class RequestContext:
         self.metrics.requests.labels(route, method, str(status)).inc()
         self.metrics.latency.labels(route, method).observe(elapsed)
         state = scope.get("state", {})
+        memory_id = (scope.get("path_params") or {}).get("memory_id")
         _log.info(
             "request",
             extra={
@@ -110,6 +122,6 @@ class RequestContext:
                 "status": status,
                 "duration_ms": round(elapsed * 1000, 2),
                 "user_id": state.get("user_id"),
-                "memory_ids": state.get("memory_ids"),
+                "memory_ids": state.get("memory_ids") or ([str(memory_id)] if memory_id else None),
             },
         )

@@ -63,7 +63,12 @@ def list_memories(
     return MemoryPage(items=[memory_out(r) for r in page.items], next_cursor=page.next_cursor)
 
 
-@router.post("", response_model=MemoryOut, status_code=201)
+@router.post(
+    "",
+    response_model=MemoryOut,
+    status_code=201,
+    responses={200: {"model": MemoryOut, "description": "same key and content: unchanged"}},
+)
 def create_memory(
     body: MemoryCreate, identity: CurrentIdentity, services: ServicesDep, response: Response
 ) -> MemoryOut:
