@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
-from typing import Any
+from typing import Any, Final
 from uuid import UUID, uuid4
 
 from domain.errors import InvalidInput
@@ -21,8 +22,26 @@ from domain.model.values import (
     check_key,
     check_time,
 )
+from domain.model.workspace_rules import check_workspace_content
 
 __all__ = ["MemoryCommands"]
+
+_MAX_ORIGIN_ITEMS: Final = 16
+_MAX_ORIGIN_CHARS: Final = 200
+
+
+def _check_origin(origin: Mapping[str, str] | None) -> dict[str, str] | None:
+    """A small dict of short strings (stored in clear: never content, keys or names)."""
+    if origin is None:
+        return None
+    if len(origin) > _MAX_ORIGIN_ITEMS:
+        raise InvalidInput("origin", f"must have at most {_MAX_ORIGIN_ITEMS} items")
+    for name, value in origin.items():
+        if not isinstance(name, str) or not isinstance(value, str):
+            raise InvalidInput("origin", "names and values must be strings")
+        if not name or len(name) > 64 or len(value) > _MAX_ORIGIN_CHARS:
+            raise InvalidInput("origin", "names and values must be short")
+    return dict(origin)
 
 
 class MemoryCommands(LedgerBase):
@@ -40,22 +59,27 @@ class MemoryCommands(LedgerBase):
         changed_via: str = "user_api",
         review_after: datetime | None = None,
         expires_at: datetime | None = None,
+        origin: Mapping[str, str] | None = None,
     ) -> Outcome:
         """Create a memory; the same content under the same key is an idempotent success.
 
         A different content under a live key raises KeyExists: nothing is overwritten.
+        `origin` (migrations only) keeps where the memory came from and its original
+        timestamps as data, e.g. {"system": "legacy-coremem", "created_at": "..."}.
         """
         key, text, category = (
             check_key(memory_key),
             check_content(content),
             check_category(category),
         )
+        check_workspace_content(scope, text)
         check_changed_via(changed_via)
         if source_type not in SOURCE_TYPES:
             raise InvalidInput("source_type", "must be 'explicit' or 'confirmed'")
         now = self.clock()
         check_time("review_after", review_after, now=now, future=False)
         check_time("expires_at", expires_at, now=now, future=True)
+        origin_data = _check_origin(origin)
 
         def attempt() -> Outcome:
             # Create first: the claim's primary key refuses a taken (user, scope, key) inside
@@ -71,6 +95,7 @@ class MemoryCommands(LedgerBase):
                 None,
                 review_after,
                 expires_at,
+                origin_data,
             )
             try:
                 position = self._save(memory, new_keys=[new_key], claims=[claim])
@@ -142,6 +167,8 @@ class MemoryCommands(LedgerBase):
         def attempt() -> Outcome:
             memory = self._memory(user_id, memory_id)
             memory._check_revision(expected_revision)
+            if text is not None:
+                check_workspace_content(memory.scope, text)
             changed = False
             if text is not None or category is not None:
                 changed = memory.change_content(
@@ -228,6 +255,7 @@ class MemoryCommands(LedgerBase):
         source_candidate_id: UUID | None,
         review_after: datetime | None,
         expires_at: datetime | None,
+        origin: dict[str, str] | None = None,
     ) -> tuple[Memory, NewDataKey, Claim]:
         """A new Memory with its staged data key and its key claim, ready to save together."""
         memory_id = uuid4()
@@ -248,6 +276,7 @@ class MemoryCommands(LedgerBase):
             source_candidate_id=source_candidate_id,
             review_after=review_after,
             expires_at=expires_at,
+            origin=origin,
         )
         return memory, new_key, claim
 

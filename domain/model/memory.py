@@ -47,10 +47,16 @@ class Memory(Aggregate):
         revision: int
 
     class Created(Event, Aggregate.Created):
-        """A memory was created (explicitly, from a candidate, or by migration)."""
+        """A memory was created (explicitly, from a candidate, or by migration).
+
+        `origin` (version 2) keeps, in clear, where a migrated memory came from and its
+        original timestamps, e.g. {"system": "legacy-coremem", "created_at": "2024-...Z"}.
+        It is data only: `created_at` of the memory stays the time of this event.
+        """
 
         TOPIC = "memledger:Memory.Created"
         PERSONAL: ClassVar[tuple[str, ...]] = ("memory_key", "content")
+        class_version = 2
         memory_key: str
         content: str
         content_hash: str
@@ -60,6 +66,12 @@ class Memory(Aggregate):
         source_candidate_id: UUID | None
         review_after: datetime | None
         expires_at: datetime | None
+        origin: dict[str, str] | None = None
+
+        @staticmethod
+        def upcast_v1_v2(state: dict[str, Any]) -> None:
+            """Version 1 had no origin: every memory was created in the ledger itself."""
+            state["origin"] = None
 
     class ContentChanged(Event):
         """Base of the events that make a new content version (never triggered itself)."""
@@ -158,6 +170,7 @@ class Memory(Aggregate):
         source_candidate_id: UUID | None,
         review_after: datetime | None,
         expires_at: datetime | None,
+        origin: dict[str, str] | None = None,
     ) -> None:
         self.user_id = user_id
         self.scope = Scope(scope_type, workspace_type)
@@ -170,6 +183,7 @@ class Memory(Aggregate):
         self.last_confirmed_at: datetime | None = None
         self.review_after = review_after
         self.expires_at = expires_at
+        self.origin = origin
         self.versions: list[Version] = [
             Version(
                 1, content, category, "create", changed_via, source_candidate_id, self.created_on

@@ -1,0 +1,186 @@
+"""The migration commands of the `memledger` command line (registered in api.cli)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, NoReturn, TextIO
+
+import typer
+
+if TYPE_CHECKING:
+    from domain.ledger.ledger import MemoryLedger
+
+__all__ = ["export_command", "import_command", "migrate_app"]
+
+migrate_app = typer.Typer(
+    no_args_is_help=True, help="Move existing users onto the ledger (see api.migration)."
+)
+
+
+@migrate_app.callback()
+def migrate() -> None:
+    """Move existing users onto the ledger."""
+
+
+@migrate_app.command("legacy")
+def migrate_legacy_command(
+    sqlite: Annotated[Path, typer.Option(help="the legacy CoreMemory SQLite file")],
+    users: Annotated[
+        Path, typer.Option(help="user_name -> user_id map: JSON object or CSV user_name,user_id")
+    ],
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="do everything but write; print the same report")
+    ] = False,
+    workers: Annotated[int, typer.Option(min=1, max=32, help="users imported at once")] = 4,
+    map_category: Annotated[
+        list[str] | None,
+        typer.Option(help="map a legacy category, e.g. hobby=preference (repeatable)"),
+    ] = None,
+    naive_timezone: Annotated[
+        str, typer.Option(help="time zone of legacy timestamps without an offset")
+    ] = "UTC",
+    report: Annotated[
+        Path | None, typer.Option(help="report file (default: beside the SQLite file)")
+    ] = None,
+) -> None:
+    """Import a legacy CoreMemory SQLite file: every row a global memory of its mapped user.
+
+    Backs the file up beside itself first. Re-running is idempotent and resumes a run that was
+    interrupted. Exit status: 0 counts add up, 1 they do not, 2 bad input, 3 rows failed on
+    ledger errors (run again).
+    """
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    from api.migration.legacy import LegacyFormatError
+    from api.migration.migrate import migrate_legacy
+    from api.migration.plan import UserMapError, parse_category_map
+
+    try:
+        categories = parse_category_map(map_category or [])
+        zone = ZoneInfo(naive_timezone)
+    except ValueError as error:
+        raise typer.BadParameter(str(error), param_hint="'--map-category'") from None
+    except ZoneInfoNotFoundError:
+        raise typer.BadParameter(
+            f"unknown time zone {naive_timezone!r}", param_hint="'--naive-timezone'"
+        ) from None
+    with _ledger() as ledger:
+        try:
+            run = migrate_legacy(
+                ledger,
+                sqlite,
+                users,
+                dry_run=dry_run,
+                workers=workers,
+                category_map=categories,
+                naive_tz=zone,
+                report=report,
+            )
+        except (LegacyFormatError, UserMapError, OSError) as error:
+            _fail(f"migrate legacy: {error}")
+    raise typer.Exit(run.exit_code)
+
+
+def export_command(
+    user: Annotated[str, typer.Option(help="the user_id whose memories to export")],
+    include_history: Annotated[
+        bool, typer.Option("--include-history", help="add version history and candidates")
+    ] = False,
+    output: Annotated[
+        Path | None, typer.Option(help="write here (owner-only) instead of stdout")
+    ] = None,
+) -> None:
+    """Write a user's live memories as JSON lines (forgotten ones are never exported)."""
+    from api.migration.takeout import export_user
+
+    with _ledger() as ledger:
+        _complete_shredding(ledger)
+        lines = list(export_user(ledger, user, include_history=include_history))
+    with _open_output(output) as out:
+        for line in lines:
+            out.write(json.dumps(line, ensure_ascii=False) + "\n")
+    count = lines[0]["memories"]
+    typer.echo(f"memledger: exported {count} memories of {user}", err=True)
+
+
+def import_command(
+    file: Annotated[Path, typer.Option(help="a file written by `memledger export` (- : stdin)")],
+    user: Annotated[
+        str | None, typer.Option(help="refuse the file unless it holds this user's memories")
+    ] = None,
+) -> None:
+    """Re-create an export's memories under the same user (idempotent; resumes).
+
+    Exit status: 0 every memory is there, 1 some were skipped (listed), 2 bad file.
+    """
+    from api.migration.restore import import_records
+    from api.migration.takeout import TakeoutFormatError, parse_export
+
+    try:
+        if str(file) == "-":
+            export = parse_export(sys.stdin)
+        else:
+            with file.open(encoding="utf-8") as handle:
+                export = parse_export(handle)
+    except (OSError, UnicodeDecodeError, TakeoutFormatError) as error:
+        _fail(f"import: {file}: {error}")
+    if user is not None and user != export.user_id:
+        _fail(f"import: the file holds the memories of {export.user_id!r}, not {user!r}")
+    with _ledger() as ledger:
+        summary = import_records(ledger, export)
+    typer.echo(
+        f"user {summary.user_id}: {summary.memories} memories in the file, {summary.created}"
+        f" created, {summary.updated} updated, {summary.unchanged} unchanged,"
+        f" {len(summary.skipped)} skipped"
+    )
+    for key, reason, detail in summary.skipped:
+        typer.echo(f"  skipped {key!r}: {reason} ({detail})")
+    if summary.candidates:
+        typer.echo(
+            "candidates: " + ", ".join(f"{k} {v}" for k, v in sorted(summary.candidates.items()))
+        )
+    raise typer.Exit(0 if summary.adds_up else 1)
+
+
+@contextmanager
+def _ledger() -> Iterator[MemoryLedger]:
+    from api.bootstrap import build_ledger
+    from api.settings import Settings
+    from domain.ledger.keyring import KeyringError
+
+    try:
+        ledger = build_ledger(Settings())  # type: ignore[call-arg]
+    except KeyringError as error:
+        _fail(str(error))
+    try:
+        yield ledger
+    finally:
+        ledger.close()
+
+
+def _complete_shredding(ledger: MemoryLedger) -> None:
+    # Keys that outlived their tombstone (a restored key backup) must not decrypt here.
+    shredded = ledger.complete_shredding()
+    if shredded:
+        typer.echo(f"memledger: destroyed {shredded} data keys that outlived a forget", err=True)
+
+
+@contextmanager
+def _open_output(path: Path | None) -> Iterator[TextIO]:
+    if path is None:
+        yield sys.stdout
+        sys.stdout.flush()
+        return
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        yield handle
+
+
+def _fail(message: str) -> NoReturn:
+    typer.echo(f"memledger {message}", err=True)
+    raise typer.Exit(2)
