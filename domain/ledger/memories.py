@@ -166,7 +166,7 @@ class MemoryCommands(LedgerBase):
 
         def attempt() -> Outcome:
             memory = self._memory(user_id, memory_id)
-            memory._check_revision(expected_revision)
+            memory.check_revision(expected_revision)
             if text is not None:
                 check_workspace_content(memory.scope, text)
             changed = False
@@ -197,7 +197,7 @@ class MemoryCommands(LedgerBase):
 
         def attempt() -> Outcome:
             memory = self._memory(user_id, memory_id)
-            memory._check_revision(expected_revision)
+            memory.check_revision(expected_revision)
             old = memory.find_version(revision)
             memory.restore_version(
                 revision=revision,

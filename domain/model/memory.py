@@ -237,7 +237,7 @@ class Memory(Aggregate):
     ) -> bool:
         """Make a new revision; False (and nothing recorded) when nothing would change."""
         self._require_live()
-        self._check_revision(expected_revision)
+        self.check_revision(expected_revision)
         if self.has_same_content(content) and category == self.category:
             return False
         self.trigger_event(
@@ -256,7 +256,7 @@ class Memory(Aggregate):
     ) -> None:
         """Copy an earlier version's content into a new revision (numbers never go back)."""
         self._require_live()
-        self._check_revision(expected_revision)
+        self.check_revision(expected_revision)
         old = self.find_version(revision)
         self.trigger_event(
             self.VersionRestored,
@@ -318,7 +318,8 @@ class Memory(Aggregate):
         if self.is_forgotten:
             raise MemoryForgotten(self.id)
 
-    def _check_revision(self, expected_revision: int | None) -> None:
+    def check_revision(self, expected_revision: int | None) -> None:
+        """RevisionConflict unless `expected_revision` is None or the current revision."""
         if expected_revision is not None and expected_revision != self.revision:
             raise RevisionConflict(self.revision)
 
