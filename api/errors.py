@@ -35,6 +35,13 @@ def _error(code: int, detail: str, **extra: Any) -> JSONResponse:
     return JSONResponse({"detail": detail, **extra}, status_code=code, headers=headers)
 
 
+_CONFLICTS: dict[type, str] = {
+    KeyExists: "key_exists",
+    RevisionConflict: "revision_conflict",
+    CandidateNotPending: "candidate_decided",
+}
+
+
 def _field_errors(error: RequestValidationError) -> list[dict[str, Any]]:
     return [
         {
@@ -91,7 +98,10 @@ def _status_of(error: Exception) -> JSONResponse:
 def install_error_handlers(app: FastAPI) -> None:
     """Register the handlers; unexpected errors become 500 with a request id, nothing more."""
 
-    async def domain_error(_: Request, error: Exception) -> JSONResponse:
+    async def domain_error(request: Request, error: Exception) -> JSONResponse:
+        conflict = _CONFLICTS.get(type(error))
+        if conflict is not None:  # section 17: the conflict rate, by reason
+            request.app.state.services.metrics.conflicts.labels(conflict).inc()
         return _status_of(error)
 
     async def validation_error(_: Request, error: Exception) -> JSONResponse:

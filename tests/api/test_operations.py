@@ -65,3 +65,17 @@ def test_a_caller_request_id_is_echoed_and_a_bad_one_replaced(client: TestClient
     )
     replaced = client.get("/healthz", headers={"X-Request-ID": "bad id\n"}).headers["X-Request-ID"]
     assert replaced != "bad id\n" and len(replaced) == 32
+
+
+def test_conflicts_are_counted_by_reason(
+    client: TestClient, auth: Callable[..., dict[str, str]]
+) -> None:
+    body = {"memory_key": "k", "content": "tea", "category": "preference", "scope_type": "global"}
+    client.post("/me/core-memories", json=body, headers=auth())
+    assert (
+        client.post(
+            "/me/core-memories", json=body | {"content": "coffee"}, headers=auth()
+        ).status_code
+        == 409
+    )
+    assert 'memledger_conflicts_total{reason="key_exists"} 1.0' in client.get("/metrics").text
