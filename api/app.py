@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 from fastapi import FastAPI, Response
@@ -19,7 +22,14 @@ __all__ = ["create_app"]
 
 def create_app(services: Services, *, max_lag: int = 1000) -> FastAPI:
     """The HTTP API of API_CONTRACT.md over one ledger and its projections."""
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        yield
+        await asyncio.to_thread(services.close)  # at shutdown: write queued access records
+
     app = FastAPI(
+        lifespan=lifespan,
         title="memledger",
         version="1",
         summary="An event-sourced memory ledger for AI agents: memories the user owns.",

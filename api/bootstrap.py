@@ -12,6 +12,7 @@ from typing import Any
 from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import ConnectionPool
 
+from api.access_log import AccessLog
 from api.deps import Services
 from api.embedded import ensure_schema, start_embedded_postgres
 from api.metrics import Metrics
@@ -19,6 +20,7 @@ from api.settings import Settings
 from domain.ledger.keyring import KeyringError, MasterKeyring, generate_master_key
 from domain.ledger.ledger import MemoryLedger
 from projections.queries import Reads
+from projections.query_cache import QueryCache
 from projections.registry import all_projections
 from projections.worker import ProjectionWorker, ensure_tables
 
@@ -126,13 +128,15 @@ def build_worker(settings: Settings, ledger: MemoryLedger, database_url: str) ->
 
 
 def build_services(settings: Settings, ledger: MemoryLedger, worker: ProjectionWorker) -> Services:
-    """What the HTTP routes use: the ledger, projection reads, metrics and the JWT secret."""
+    """What the HTTP routes use: ledger, projection reads, metrics, JWT secret, audit, cache."""
     return Services(
         ledger=ledger,
         reads=Reads(worker.pool, settings.db_schema),
         metrics=Metrics(),
         jwt_secret=jwt_secret(settings),
         worker=worker,
+        access_log=AccessLog(ledger),
+        search_cache=QueryCache(ttl=settings.search_cache_ttl),
     )
 
 

@@ -9,11 +9,13 @@ from typing import Annotated
 
 from fastapi import Depends, Header, Request
 
+from api.access_log import AccessLog
 from api.auth import Identity, InvalidToken, verify_token
 from api.metrics import Metrics
 from domain.ledger.ledger import MemoryLedger
 from domain.ledger.views import Outcome
 from projections.queries import Reads
+from projections.query_cache import Found, QueryCache, SearchKey
 from projections.worker import ProjectionWorker
 
 __all__ = ["CurrentIdentity", "FreshReads", "Services", "ServicesDep", "fresh_reads"]
@@ -32,6 +34,10 @@ class Services:
     jwt_secret: str
     worker: ProjectionWorker | None = None
     read_timeout: float = 5.0
+    access_log: AccessLog | None = None
+    """Where agent reads, searches and denials are recorded for audit (None: not recorded)."""
+    search_cache: QueryCache[SearchKey, Found] | None = None
+    """The short-TTL search cache of section 16 (None: off)."""
     _written: dict[str, int] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -41,6 +47,11 @@ class Services:
             with self._lock:
                 self._written[user_id] = max(self._written.get(user_id, 0), outcome.position)
         return outcome
+
+    def close(self) -> None:
+        """At shutdown: write the access records still queued."""
+        if self.access_log is not None:
+            self.access_log.close()
 
     def wait_for(self, user_id: str, at_least: int = 0) -> None:
         """Wait (bounded) until projections show this user's writes (read-your-writes)."""

@@ -41,6 +41,9 @@ class Settings(BaseSettings):
     lock_timeout: int = Field(5, ge=1, le=300, description="seconds")
     idle_in_transaction_timeout: int = Field(10, ge=1, le=600, description="seconds")
     key_cache_ttl: float = Field(30.0, ge=0, le=3600, description="seconds a data key is cached")
+    search_cache_ttl: float = Field(
+        60.0, ge=0, le=3600, description="seconds a search result is cached (0: no cache)"
+    )
     max_projection_lag: int = Field(
         1000, ge=0, description="events a projection may lag before /readyz answers 503"
     )

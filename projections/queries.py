@@ -95,8 +95,12 @@ class Reads:
         """The user's live memories, oldest first, keyset-paginated."""
         where = [SQL("user_id = %s")]
         params: list[Any] = [user_id]
-        for column, value in (("scope_type", scope_type), ("workspace_type", workspace_type),
-                              ("status", status), ("category", category)):
+        for column, value in (
+            ("scope_type", scope_type),
+            ("workspace_type", workspace_type),
+            ("status", status),
+            ("category", category),
+        ):
             if value is not None:
                 where.append(SQL(f"{column} = %s"))
                 params.append(value)
@@ -137,7 +141,11 @@ class Reads:
         )
 
     def audit(
-        self, *, after: int, limit: int, user_id: str | None = None,
+        self,
+        *,
+        after: int,
+        limit: int,
+        user_id: str | None = None,
         memory_id: UUID | None = None,
     ) -> list[dict[str, Any]]:
         """Audit rows after a position, ascending; never content or keys."""

@@ -10,6 +10,15 @@ Anything else (another workspace's memory, a suppressed or expired one, another 
 was visible, else 404 too. `list_core_memories` shows both a global memory and a workspace
 memory with the same key (each says its scope); `search_core_memories` lets the workspace one
 hide the global one.
+
+Content rules: save, update and propose also apply the content rules of the token's workspace
+(domain/model/workspace_rules.py) whatever the scope, so a teaching agent cannot park a
+student's details in a global memory either; refusals are 422 like any invalid value.
+
+Audit (section 17): each search records the returned memory ids (`memory.search`), each list the
+listed ones (`memory.read`), each denial its reason (`memory.policy_denied`), through the
+services' AccessLog: queued on the request, written to the ledger in the background, never with
+content or query text. Search results are cached briefly (projections/query_cache.py).
 """
 
 from __future__ import annotations
@@ -46,12 +55,15 @@ from api.schemas.tools import (
 )
 from domain import policy
 from domain.errors import KeyExists, MemoryForgotten, NotFound, PolicyDenied
+from domain.ledger.access import AccessHit
 from domain.ledger.correlation import current_request_id
 from domain.ledger.views import MemoryView, Outcome
 from domain.model.text import normalise_content
 from domain.model.values import Scope, check_category, check_content, check_key
+from domain.model.workspace_rules import check_workspace_content
 from projections.queries import Reads
-from projections.search import Candidate, due_for_review, retrievable, search
+from projections.query_cache import MemorySearch
+from projections.search import due_for_review, retrievable
 
 __all__ = ["router"]
 
@@ -59,8 +71,6 @@ router = APIRouter(prefix="/tools", tags=["agent tools"])
 
 _log = logging.getLogger("memledger.tools")
 LIST_LIMIT: Final = 200
-SEARCH_POOL: Final = 1000
-"""Search ranks at most this many of the user's visible memories (the newest)."""
 
 
 @router.get("", response_model=list[ToolSpec])
@@ -75,26 +85,39 @@ def search_core_memories(
 ) -> SearchResultOut:
     """A few relevant memories within the token budget; no match: no items."""
     with _tool(services, identity, "search_core_memories") as workspace:
-        now = services.ledger.clock()
-        rows = reads.retrievable_memories(
-            identity.user_id, policy.visible_scopes(workspace), now=now, limit=SEARCH_POOL
-        )
-        result = search(
-            [Candidate.from_row(r) for r in rows],
+        found = MemorySearch(reads, services.search_cache)(
+            identity.user_id,
+            workspace,
             body.query,
-            workspace=workspace,
-            now=now,
+            now=services.ledger.clock(),
             category=body.category,
             limit=body.limit,
         )
+        result = found.result
+        if services.access_log is not None:
+            services.access_log.searched(
+                identity.user_id,
+                "search_core_memories",
+                workspace,
+                [
+                    AccessHit(
+                        c.memory_id,
+                        c.scope_type,
+                        c.workspace_type,
+                        found.revisions.get(c.memory_id),
+                    )
+                    for c in (i.candidate for i in result.items)
+                ],
+            )
         metrics = services.metrics
         metrics.searches.labels("hit" if result.items else "empty").inc()
         metrics.search_items.observe(len(result.items))
         metrics.search_tokens.observe(result.total_tokens)
         _log.info(
-            "memory.search items=%d tokens=%d",
+            "memory.search items=%d tokens=%d cached=%s",
             len(result.items),
             result.total_tokens,
+            found.cached,
             extra={"request_id": current_request_id(), "user_id": identity.user_id},
         )
         items = [
@@ -122,6 +145,16 @@ def list_core_memories(
         rows = reads.retrievable_memories(
             identity.user_id, scopes, now=services.ledger.clock(), limit=LIST_LIMIT
         )
+        if services.access_log is not None:
+            services.access_log.read(
+                identity.user_id,
+                "list_core_memories",
+                workspace,
+                [
+                    AccessHit(r["memory_id"], r["scope_type"], r["workspace_type"], r["revision"])
+                    for r in rows
+                ],
+            )
         return ListResult(items=[memory_out(r) for r in rows])
 
 
@@ -130,7 +163,7 @@ def save_core_memory(
     body: SaveBody, identity: CurrentIdentity, services: ServicesDep
 ) -> SaveResult:
     """Save on the user's explicit request; a new value for a taken key becomes a candidate."""
-    _check_values(body.memory_key, body.content, body.category)
+    _check_values(body.memory_key, body.content, body.category, identity.workspace)
     with _tool(services, identity, "save_core_memory") as workspace:
         user_id, scope = identity.user_id, policy.tool_scope(body.scope_type, workspace)
         try:
@@ -158,7 +191,7 @@ def update_core_memory(
     body: UpdateBody, identity: CurrentIdentity, services: ServicesDep, reads: FreshReads
 ) -> UpdateResult:
     """Correct content and/or category at the memory's current revision."""
-    _check_values(None, body.content, body.category)
+    _check_values(None, body.content, body.category, identity.workspace)
     with _tool(services, identity, "update_core_memory") as workspace:
         current = _visible_memory(services, reads, identity.user_id, workspace, body.memory_id)
         outcome = services.ledger.update_memory(
@@ -194,7 +227,9 @@ def propose_core_memory(
     body: ProposeBody, identity: CurrentIdentity, services: ServicesDep, reads: FreshReads
 ) -> ProposeResult:
     """Inferred information becomes a candidate (a replace candidate when the key is taken)."""
-    key, content, category = _check_values(body.memory_key, body.content, body.category)
+    key, content, category = _check_values(
+        body.memory_key, body.content, body.category, identity.workspace
+    )
     with _tool(services, identity, "propose_core_memory") as workspace:
         user_id, scope = identity.user_id, policy.tool_scope(body.scope_type, workspace)
         existing = reads.memory_by_key(user_id, scope, key)
@@ -249,6 +284,8 @@ def _allow(services: Services, identity: Identity, tool: str) -> str:
         return identity.workspace
     services.metrics.denials.labels(reason).inc()
     # The audit trail of section 17 (memory.policy_denied): ids and reason, never content.
+    if services.access_log is not None:
+        services.access_log.denied(identity.user_id, tool, identity.workspace, reason)
     _log.warning(
         "memory.policy_denied tool=%s reason=%s",
         tool,
@@ -259,14 +296,17 @@ def _allow(services: Services, identity: Identity, tool: str) -> str:
 
 
 def _check_values(
-    memory_key: str | None, content: str | None, category: str | None
+    memory_key: str | None, content: str | None, category: str | None, workspace: str | None
 ) -> tuple[str, str, str]:
-    """The domain's value checks (422, secrets included) before the policy, as ordered."""
-    return (
+    """The domain's value checks (422, secrets and workspace rules) before the policy."""
+    checked = (
         check_key(memory_key) if memory_key is not None else "",
         check_content(content) if content is not None else "",
         check_category(category) if category is not None else "",
     )
+    if content is not None:
+        check_workspace_content(workspace, checked[1])
+    return checked
 
 
 def _visible_memory(

@@ -19,6 +19,7 @@ from domain.ledger.views import CandidateView, MemoryView, Outcome
 from domain.model.candidate import CANDIDATE_TTL, MemoryCandidate
 from domain.model.memory import Memory
 from domain.model.values import Scope, check_category, check_content, check_key
+from domain.model.workspace_rules import check_workspace_content
 
 __all__ = ["REJECTION_MEMORY", "CandidateCommands"]
 
@@ -49,6 +50,7 @@ class CandidateCommands(MemoryCommands):
             check_content(content),
             check_category(category),
         )
+        check_workspace_content(scope, text)
         if target_memory_id is not None:
             target = self._memory(user_id, target_memory_id)
             expected_revision = expected_revision or target.revision
@@ -195,6 +197,7 @@ class CandidateCommands(MemoryCommands):
         key = check_key(candidate.proposed_key)
         final_text = text or candidate.proposed_content
         final_category = category or candidate.proposed_category
+        check_workspace_content(scope, final_text)
         existing = self._find_by_key(candidate.user_id, scope, key)
         if existing is not None:
             # Same content already live: accepting links to it; different content: conflict.
@@ -241,6 +244,7 @@ class CandidateCommands(MemoryCommands):
         if memory.revision != candidate.expected_revision:
             raise RevisionConflict(memory.revision)
         final_text = text or candidate.proposed_content
+        check_workspace_content(memory.scope, final_text)
         memory.change_content(
             expected_revision=candidate.expected_revision,
             content=final_text,

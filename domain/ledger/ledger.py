@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from uuid import UUID
 
 from eventsourcing.application import AggregateNotFoundError
 from eventsourcing.utils import get_topic
 
 from domain.errors import NotFound
+from domain.ledger.access import AccessEntry, access_records
 from domain.ledger.candidates import CandidateCommands
 from domain.ledger.views import Outcome, SettingsView
 from domain.model.candidate import MemoryCandidate
@@ -115,6 +117,16 @@ class MemoryLedger(CandidateCommands):
         if destroyed:
             self.keys.forget_all_cached()
         return destroyed
+
+    def record_access(self, entries: Sequence[AccessEntry]) -> int | None:
+        """Append audit records of agent reads, searches and denials in one transaction.
+
+        Each entry becomes its own AccessRecord (one event, no data key, nothing sealed: they
+        hold no content); returns the last position, None when there was nothing to record.
+        """
+        if not entries:
+            return None
+        return self._retrying(lambda: self._save(*access_records(entries)))
 
     def _settings(self, user_id: str) -> MemorySettings | None:
         try:

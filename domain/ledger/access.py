@@ -1,0 +1,143 @@
+"""Access entries: what the API records about agent reads, searches and denials (section 17).
+
+An `AccessEntry` is taken on the request thread (cheap: no I/O) and turned into AccessRecord
+aggregates later, in batches, by `MemoryLedger.record_access`. Entries carry ids, scopes,
+revisions, ranks and fixed reasons only; nothing here can hold content, keys or query text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Final, NamedTuple
+from uuid import UUID, uuid4
+
+from domain.errors import InvalidInput
+from domain.model.access import ACCESS_KINDS, AccessRecord
+
+__all__ = ["AccessEntry", "AccessHit", "access_records", "denial_entry", "result_entries"]
+
+_MAX_TEXT: Final = 128
+
+
+class AccessHit(NamedTuple):
+    """A memory that was returned: its id, scope and revision (when known)."""
+
+    memory_id: UUID
+    scope_type: str
+    workspace_type: str | None
+    revision: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AccessEntry:
+    """One access to record: `kind` is read / search / denied."""
+
+    kind: str
+    user_id: str
+    tool: str
+    at: datetime
+    request_id: str | None = None
+    workspace: str | None = None
+    memory_id: UUID | None = None
+    scope_type: str | None = None
+    workspace_type: str | None = None
+    revision: int | None = None
+    rank: int = 0
+    count: int = 0
+    reason: str = ""
+
+    def __post_init__(self) -> None:
+        if self.kind not in ACCESS_KINDS:
+            raise InvalidInput("kind", f"must be one of {', '.join(ACCESS_KINDS)}")
+        if not self.user_id or not self.tool:
+            raise InvalidInput("user_id", "user_id and tool are required")
+        if self.at.tzinfo is None:
+            raise InvalidInput("at", "must include a time zone")
+        for name in ("tool", "request_id", "workspace", "reason"):
+            value = getattr(self, name)
+            if value is not None and len(value) > _MAX_TEXT:
+                raise InvalidInput(name, f"must be at most {_MAX_TEXT} characters")
+        if self.kind == "denied" and not self.reason:
+            raise InvalidInput("reason", "a denial needs its reason")
+
+
+def result_entries(
+    kind: str,
+    *,
+    user_id: str,
+    tool: str,
+    workspace: str | None,
+    request_id: str | None,
+    hits: Sequence[AccessHit],
+    at: datetime,
+) -> list[AccessEntry]:
+    """One entry per returned memory (rank 1..n), or a single memory-less entry for none."""
+    if not hits:
+        return [
+            AccessEntry(
+                kind,
+                user_id,
+                tool,
+                at,
+                request_id,
+                workspace,
+                workspace_type=workspace,
+            )
+        ]
+    return [
+        AccessEntry(
+            kind,
+            user_id,
+            tool,
+            at,
+            request_id,
+            workspace,
+            memory_id=hit.memory_id,
+            scope_type=hit.scope_type,
+            workspace_type=hit.workspace_type,
+            revision=hit.revision,
+            rank=rank,
+            count=len(hits),
+        )
+        for rank, hit in enumerate(hits, start=1)
+    ]
+
+
+def denial_entry(
+    *,
+    user_id: str,
+    tool: str,
+    workspace: str | None,
+    request_id: str | None,
+    reason: str,
+    at: datetime,
+) -> AccessEntry:
+    """The entry of a denied tool call (the agent's workspace as its workspace_type)."""
+    return AccessEntry(
+        "denied", user_id, tool, at, request_id, workspace, workspace_type=workspace, reason=reason
+    )
+
+
+def access_records(entries: Iterable[AccessEntry]) -> list[AccessRecord]:
+    """New AccessRecord aggregates (fresh ids) for these entries, ready to save together."""
+    return [
+        AccessRecord.record(
+            e.kind,
+            uuid4(),
+            at=e.at,
+            user_id=e.user_id,
+            request_id=e.request_id,
+            tool=e.tool,
+            workspace=e.workspace,
+            memory_id=e.memory_id,
+            scope_type=e.scope_type,
+            workspace_type=e.workspace_type,
+            revision=e.revision,
+            rank=e.rank,
+            count=e.count,
+            reason=e.reason,
+        )
+        for e in entries
+    ]
