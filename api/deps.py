@@ -12,6 +12,7 @@ from fastapi import Depends, Header, Request
 from api.access_log import AccessLog
 from api.auth import Identity, InvalidToken, verify_token
 from api.metrics import Metrics
+from domain.errors import LedgerUnavailable
 from domain.ledger.ledger import MemoryLedger
 from domain.ledger.views import Outcome
 from projections.queries import Reads
@@ -54,18 +55,23 @@ class Services:
             self.access_log.close()
 
     def wait_for(self, user_id: str, at_least: int = 0) -> None:
-        """Wait (bounded) until projections show this user's writes (read-your-writes)."""
+        """Wait (bounded) until projections show this user's writes (read-your-writes).
+
+        When they do not catch up in time the read is refused with 503 rather than served
+        stale: a stale read could show a memory its owner has just forgotten.
+        """
         with self._lock:
             position = max(self._written.get(user_id, 0), at_least)
         if not position or self.worker is None:
             return
         if not self.worker.wait(position, timeout=self.read_timeout):
             _log.warning(
-                "projections did not reach position %s in %.1fs; reading anyway",
+                "projections did not reach position %s in %.1fs",
                 position,
                 self.read_timeout,
                 extra={"user_id": user_id},
             )
+            raise LedgerUnavailable(f"projections are behind position {position}; retry")
 
 
 def _services(request: Request) -> Services:

@@ -79,3 +79,16 @@ def test_conflicts_are_counted_by_reason(
         == 409
     )
     assert 'memledger_conflicts_total{reason="key_exists"} 1.0' in client.get("/metrics").text
+
+
+def test_reads_are_refused_rather_than_stale_when_projections_lag(
+    services: Services, auth: Callable[..., dict[str, str]]
+) -> None:
+    assert services.worker is not None
+    services.worker.stop()  # projections stop following the ledger
+    services.read_timeout = 0.2
+    with TestClient(create_app(services)) as client:
+        body = {"memory_key": "k", "content": "tea", "category": "fact", "scope_type": "global"}
+        assert client.post("/me/core-memories", json=body, headers=auth()).status_code == 201
+        stale = client.get("/me/core-memories", headers=auth())
+    assert stale.status_code == 503 and stale.headers["Retry-After"] == "1"
