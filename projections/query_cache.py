@@ -313,7 +313,11 @@ class MemorySearch:
         category: str | None,
         limit: int,
     ) -> tuple[Found, list[dict[str, Any]]]:
-        rows = self.reads.retrievable_memories(user_id, scopes, now=now, limit=self.pool)
+        narrow = getattr(self.reads, "search_candidates", None)  # the search_terms projection
+        if narrow is not None:
+            rows = narrow(user_id, scopes, query, now=now, category=category, limit=limit)
+        else:
+            rows = self.reads.retrievable_memories(user_id, scopes, now=now, limit=self.pool)
         result = search(
             [Candidate.from_row(r) for r in rows],
             query,

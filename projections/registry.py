@@ -10,6 +10,7 @@ from projections.views.audit_log import AuditLog
 from projections.views.candidates import Candidates
 from projections.views.memory_versions import MemoryVersions
 from projections.views.profile import Profile
+from projections.views.search_terms import SearchTerms
 from projections.views.tombstones import Tombstones
 from projections.views.user_revisions import UserRevisions
 
@@ -26,6 +27,7 @@ def all_projections() -> list[Projection]:
         Candidates(),
         UserRevisions(),
         Profile(),
+        SearchTerms(),
     ]
 
 

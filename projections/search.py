@@ -17,7 +17,10 @@ is never a fallback to the full list.
 
 The ranker reads the query only through `normalise_content` and `normalise_key` (the search
 cache keys on those forms, projections/query_cache.py): case, width and punctuation never change
-a result. tests/retrieval/ holds a labelled set and scripts/eval_retrieval.py measures recall@5
+a result. A candidate from the search_terms projection carries its `index_terms` and `key_terms`,
+stored when the memory was projected, so ranking it does not re-tokenise the memory; the
+projection's narrow fetch (`Reads.search_candidates`) leaves out only rows that cannot rank within
+the limit. tests/retrieval/ holds a labelled set and scripts/eval_retrieval.py measures recall@5
 and MRR on it; change the ranking with it at hand.
 """
 
@@ -51,6 +54,9 @@ __all__ = [
     "document_terms",
     "due_for_review",
     "estimate_tokens",
+    "index_terms",
+    "key_terms",
+    "named_categories",
     "query_terms",
     "retrievable",
     "search",
@@ -131,11 +137,18 @@ class Candidate:
     review_after: datetime | None = None
     last_confirmed_at: datetime | None = None
     expires_at: datetime | None = None
+    terms: frozenset[str] | None = None
+    """`index_terms(memory_key, content)` when stored by the projection (else computed)."""
+    key_terms: frozenset[str] | None = None
+    """`key_terms(memory_key)` when stored by the projection (else computed)."""
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> Candidate:
         """From a projection row (extra columns are ignored)."""
         values: dict[str, Any] = {name: row.get(name) for name in cls.__dataclass_fields__}
+        for name in ("terms", "key_terms"):
+            if values[name] is not None:
+                values[name] = frozenset(values[name])
         return cls(**values)
 
     def is_retrievable(self, now: datetime) -> bool:
@@ -226,6 +239,25 @@ def document_terms(text: str) -> frozenset[str]:
     return frozenset(terms)
 
 
+def index_terms(memory_key: str, content: str) -> list[str]:
+    """What the ranker matches a memory on (sorted): the terms of its key's words and content.
+
+    The search_terms projection stores these, so ranking need not re-tokenise each memory.
+    """
+    return sorted(document_terms(f"{memory_key.replace('_', ' ')} {content}"))
+
+
+def named_categories(query: str) -> frozenset[str]:
+    """The categories a query names ("my preferences"; stop words count here)."""
+    said = document_terms(query)
+    return frozenset(category for category, words in CATEGORY_WORDS.items() if words & said)
+
+
+def key_terms(memory_key: str) -> list[str]:
+    """The terms of a key's words alone (sorted): what "key coverage" counts."""
+    return sorted(document_terms(memory_key.replace("_", " ")))
+
+
 def _word_char(char: str) -> bool:
     return (char.isalnum() or char == "_") and not _CJK.match(char)
 
@@ -258,15 +290,14 @@ class LexicalRanker:
         terms = query_terms(query)
         phrase = normalise_content(query) if terms else ""
         query_key = normalise_key(query)
-        said = document_terms(query)  # stop words kept: "my preferences" names a category
-        named = {category for category, words in CATEGORY_WORDS.items() if words & said}
+        named = named_categories(query)
         total = sum(terms.values())
         ranked: list[tuple[tuple[Any, ...], Scored]] = []
         for c in candidates:
             key_text = c.memory_key.replace("_", " ")
-            found = document_terms(f"{key_text} {c.content}")
+            found = c.terms if c.terms is not None else document_terms(f"{key_text} {c.content}")
             matched = sum(w for t, w in terms.items() if t in found)
-            in_key = document_terms(key_text)
+            in_key = c.key_terms if c.key_terms is not None else document_terms(key_text)
             key_matched = sum(w for t, w in terms.items() if t in in_key)
             key_match = bool(query_key) and query_key == c.memory_key
             has_phrase = bool(phrase) and (

@@ -17,8 +17,11 @@ Everything lives in a throwaway schema `bench_<hex>`, dropped at the end (also o
     .venv/bin/python scripts/bench_search.py --profile       # cProfile of the cache-off search
     .venv/bin/python scripts/bench_search.py --prototype     # + the narrow-candidate prototype
 
-Also measured, to show where the time goes: the candidate fetch alone (the SQL of the pool of
-the newest 1,000 visible memories) and the ranking alone (the same pool, already fetched).
+Also measured, to show where the time goes: the candidate fetch alone (the narrow query over the
+search_terms projection, also filled with COPY, its terms computed by `prefixed_terms`, the
+projection's own function) and the ranking alone (the same rows, already fetched); the old search
+(the newest 1,000 visible memories of active_memories, re-tokenised); and how many answers of
+the new and the old search equal the exact search over all of the user's visible memories.
 `--prototype` measures a proposal that needs changes outside this script (a `terms` column of
 the search projection, filled with `document_terms` at projection time, under a GIN index, and
 a narrow candidate query): it adds such a column and index to the throwaway table, fetches only
@@ -74,6 +77,8 @@ from projections.search import (
 from projections.tables import Tables
 from projections.tracking import TRACKING
 from projections.views.active_memories import COLUMNS
+from projections.views.search_terms import COLUMNS as TERM_COLUMNS
+from projections.views.search_terms import SearchTerms, prefixed_terms, stored_key_terms
 from projections.worker import ensure_tables
 
 USER = "bench-searcher"
@@ -166,8 +171,8 @@ def sentence(rng: random.Random) -> str:
 
 def rows(
     args: argparse.Namespace, rng: random.Random, columns: tuple[str, ...]
-) -> Iterator[tuple[Any, ...]]:
-    """Every row, as COPY wants it: the searcher's first, then the other users'."""
+) -> Iterator[dict[str, Any]]:
+    """Every row by column: the searcher's first, then the other users'."""
     others = args.total - args.user_memories
     owners = [(USER, args.user_memories)]
     owners += [(f"user-{n:07d}", args.per_user) for n in range(others // args.per_user)]
@@ -203,41 +208,67 @@ def rows(
             if "terms" in columns:  # the prototype's column: what the projection would store
                 text = f"{values['memory_key'].replace('_', ' ')} {values['content']}"
                 values["terms"] = [user + Prototype.SEP + w for w in document_terms(text)]
-            yield tuple(values[c] for c in columns)
+            # the search_terms row, with the terms its projection computes (the same function)
+            values["search_terms"] = prefixed_terms(user, values["memory_key"], values["content"])
+            values["key_terms"] = stored_key_terms(values["memory_key"])
+            yield values
 
 
 def fill(
     pool: ConnectionPool[Any], t: Tables, args: argparse.Namespace
 ) -> tuple[list[uuid.UUID], list[str]]:
-    """COPY the rows in, mark the projections caught up; the searcher's memory ids and keys."""
+    """COPY the rows in (active_memories and search_terms), mark the projections caught up.
+
+    The search_terms indexes are dropped during the COPY and built afterwards. Returns the
+    searcher's memory ids and keys.
+    """
     rng = random.Random(args.seed)
     columns = ("memory_id", *COLUMNS, *(("terms",) if args.prototype else ()))
     names = sql.SQL(", ").join(sql.Identifier(c) for c in columns)
+    term_names = sql.SQL(", ").join(sql.Identifier(c) for c in ("memory_id", *TERM_COLUMNS))
     mine: list[uuid.UUID] = []
     keys: list[str] = []
     began = time.perf_counter()
-    with pool.connection() as conn, conn.cursor() as cur:
+    with pool.connection() as conn, conn.cursor() as cur, pool.connection() as conn2:
         if args.prototype:
             table = t["active_memories"]
             cur.execute(sql.SQL("ALTER TABLE {} ADD COLUMN terms text[]").format(table))
-        with cur.copy(
-            sql.SQL("COPY {} ({}) FROM STDIN").format(t["active_memories"], names)
-        ) as copy:
-            for n, row in enumerate(rows(args, rng, columns)):
-                if row[1] == USER:
-                    mine.append(row[0])
-                    keys.append(row[2])
-                copy.write_row(row)
+        for purpose in ("terms", "user_key", "user_category"):
+            cur.execute(sql.SQL("DROP INDEX {}.{}").format(
+                sql.Identifier(t.schema), t.index("search_terms", purpose)
+            ))  # fmt: skip
+        cur2 = conn2.cursor()
+        with (
+            cur.copy(
+                sql.SQL("COPY {} ({}) FROM STDIN").format(t["active_memories"], names)
+            ) as copy,
+            cur2.copy(
+                sql.SQL("COPY {} ({}) FROM STDIN").format(t["search_terms"], term_names)
+            ) as copy2,
+        ):
+            for n, values in enumerate(rows(args, rng, columns)):
+                if values["user_id"] == USER:
+                    mine.append(values["memory_id"])
+                    keys.append(values["memory_key"])
+                copy.write_row(tuple(values[c] for c in columns))
+                values["terms"] = values["search_terms"]
+                copy2.write_row(tuple(values[c] for c in ("memory_id", *TERM_COLUMNS)))
                 if n and n % 200_000 == 0:
                     say(f"  {n:,} rows")
+        say(f"copied in {time.perf_counter() - began:.1f}s; indexing search_terms")
+        cur.execute("SET maintenance_work_mem = '512MB'")
+        for statement in SearchTerms().create(t):
+            cur.execute(statement)
+        cur.execute("RESET maintenance_work_mem")
         cur.execute(sql.SQL("ANALYZE {}").format(t["active_memories"]))
+        cur.execute(sql.SQL("ANALYZE {}").format(t["search_terms"]))
         cur.execute(
             sql.SQL("INSERT INTO {} (user_id, revision) VALUES (%s, 1)").format(
                 t["user_revisions"]
             ),
             (USER,),
         )
-        for projection in ("active_memories", "user_revisions"):
+        for projection in ("active_memories", "user_revisions", "search_terms"):
             cur.execute(
                 sql.SQL("INSERT INTO {} (projection, position) VALUES (%s, %s)").format(
                     t[TRACKING]
@@ -272,6 +303,46 @@ def queries(args: argparse.Namespace, keys: list[str]) -> list[str]:
 # -- measuring ---------------------------------------------------------------------------------
 
 
+class FullPool:
+    """`Reads` without the narrow search fetch: `MemorySearch` then ranks the newest `pool`
+    visible memories of active_memories (the path before the search_terms projection)."""
+
+    def __init__(self, reads: Reads) -> None:
+        self.retrievable_memories = reads.retrievable_memories
+        self.user_revision = reads.user_revision
+
+
+def old_search(reads: Reads, pool: int = 1000) -> MemorySearch:
+    """The search as it was: the newest `pool` memories ranked (10**9: the exact search)."""
+    return MemorySearch(FullPool(reads), None, pool=pool)  # type: ignore[arg-type]
+
+
+def ids_of(engine: MemorySearch, query: str) -> list[UUID]:
+    return [i.candidate.memory_id for i in engine(USER, WORKSPACE, query, now=NOW).result.items]
+
+
+def exactness(reads: Reads, asked: list[str]) -> dict[str, Any]:
+    """How many answers of the search (and of the old newest-1,000 search) equal the exact."""
+    new, old, exact = MemorySearch(reads, None), old_search(reads), old_search(reads, 10**9)
+    scopes = visible_scopes(WORKSPACE)
+    truths: dict[str, list[UUID]] = {}
+    equal = old_equal = 0
+    sizes = []
+    for query in asked:
+        if query not in truths:  # the exact search ranks all 10,000: ~0.5 s a query
+            truths[query] = ids_of(exact, query)
+        equal += ids_of(new, query) == truths[query]
+        old_equal += ids_of(old, query) == truths[query]
+        sizes.append(len(reads.search_candidates(USER, scopes, query, now=NOW)))
+    return {
+        "queries": len(asked),
+        "equal_to_exact": equal,
+        "old_equal_to_exact": old_equal,
+        "mean_candidates": round(sum(sizes) / len(sizes), 1),
+        "max_candidates": max(sizes),
+    }
+
+
 def timed(op: Callable[[], object], times: list[float]) -> None:
     began = time.perf_counter()
     op()
@@ -302,7 +373,8 @@ def bench(url: str, schema: str, args: argparse.Namespace) -> dict[str, Any]:
         def run(engine: MemorySearch, query: str) -> int:
             return len(engine(USER, WORKSPACE, query, now=NOW).result.items)
 
-        pools = {q: reads.retrievable_memories(USER, scopes, now=NOW, limit=1000) for q in asked}
+        old = old_search(reads)
+        pools = {q: reads.search_candidates(USER, scopes, q, now=NOW) for q in asked}
 
         def rank_only(query: str) -> None:
             candidates = [Candidate.from_row(r) for r in pools[query]]
@@ -315,7 +387,7 @@ def bench(url: str, schema: str, args: argparse.Namespace) -> dict[str, Any]:
             profile(lambda: [run(off, q) for q in asked])
         prototype = Prototype(pool, schema, asked) if args.prototype else None
 
-        names = ["floor", "off", "on_first", "on_again", "fetch_only", "rank_only"]
+        names = ["floor", "off", "on_first", "on_again", "fetch_only", "rank_only", "old_off"]
         if prototype is not None:
             names += ["prototype", "prototype_memo"]
         times: dict[str, list[float]] = {name: [] for name in names}
@@ -336,13 +408,15 @@ def bench(url: str, schema: str, args: argparse.Namespace) -> dict[str, Any]:
                     timed(lambda q=query, e=engine: run(e, q), times[f"on_{name}"])
                 passes[name][0] += cache.hits - before[0]
                 passes[name][1] += cache.misses - before[1]
-            for _ in asked:
+            for query in asked:
                 timed(
-                    lambda: reads.retrievable_memories(USER, scopes, now=NOW, limit=1000),
+                    lambda q=query: reads.search_candidates(USER, scopes, q, now=NOW),
                     times["fetch_only"],
                 )
             for query in asked:
                 timed(lambda q=query: rank_only(q), times["rank_only"])
+            for query in asked:
+                timed(lambda q=query: run(old, q), times["old_off"])
             if prototype is not None:
                 for query in asked:
                     timed(lambda q=query: prototype.search(q), times["prototype"])
@@ -375,6 +449,7 @@ def bench(url: str, schema: str, args: argparse.Namespace) -> dict[str, Any]:
                 "hit_rate_first_pass": round(passes["first"][0] / sum(passes["first"]), 3),
                 "hit_rate_second_pass": round(passes["again"][0] / sum(passes["again"]), 3),
             },
+            "exactness": exactness(reads, asked),
             "prototype": prototype.facts() if prototype is not None else None,
             "latency": stats,
             "target": {
@@ -479,8 +554,8 @@ class Prototype:
     def facts(self) -> dict[str, Any]:
         """Candidate counts, and how many answers equal the exact and the current ones."""
         reads = Reads(self.pool, self.schema)
-        exact = MemorySearch(reads, None, pool=10**9)
-        tool = MemorySearch(reads, None)
+        exact = old_search(reads, 10**9)
+        tool = old_search(reads)
 
         def ids(engine: MemorySearch, query: str) -> list[UUID]:
             found = engine(USER, WORKSPACE, query, now=NOW).result.items
@@ -542,8 +617,9 @@ def report(data: dict[str, Any]) -> None:
         "off": "search, cache off",
         "on_first": "search, cache on, first pass",
         "on_again": "search, cache on, second pass (hits)",
-        "fetch_only": "  of which: candidate fetch (SQL)",
+        "fetch_only": "  of which: candidate fetch (search_terms)",
         "rank_only": "  of which: ranking + budget (Python)",
+        "old_off": "old search (newest 1,000), cache off",
         "prototype": "prototype: narrow candidates",
         "prototype_memo": "prototype: narrow + precomputed terms",
     }
@@ -555,6 +631,12 @@ def report(data: dict[str, Any]) -> None:
             f"{label:<40} {s['p50_ms']:>9.3f} {s['p95_ms']:>9.3f}"
             f" {s.get('p50_ratio', 1.0):>7.2f} {s.get('p95_ratio', 1.0):>7.2f}"
         )
+    e = data["exactness"]
+    print(
+        f"search_terms: {e['mean_candidates']} candidates per query (max {e['max_candidates']});"
+        f" answers equal to the exact search: {e['equal_to_exact']}/{e['queries']}"
+        f" (old newest-1,000 search: {e['old_equal_to_exact']}/{e['queries']})"
+    )
     if data["prototype"]:
         p = data["prototype"]
         print(
