@@ -13,6 +13,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from api.deps import Services
 from api.errors import install_error_handlers
+from api.metrics import StateCollector
 from api.middleware import RequestContext
 from api.routes import audit, candidates, legacy, memories, settings, tools
 from api.schemas.errors import ERROR_RESPONSES
@@ -38,6 +39,13 @@ def create_app(services: Services, *, max_lag: int = 1000) -> FastAPI:
     app.state.services = services
     install_error_handlers(app)
     app.add_middleware(RequestContext, metrics=services.metrics)
+    worker = services.worker
+    services.metrics.watch(
+        StateCollector(
+            lags=lambda: {s.name: s.lag for s in worker.status()} if worker else {},
+            expired=services.reads.expired_count,
+        )
+    )
     for module in (memories, legacy, candidates, settings, tools, audit):
         app.include_router(module.router)
 

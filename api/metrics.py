@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from collections.abc import Callable, Iterator, Mapping
 
-__all__ = ["Metrics"]
+from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+__all__ = ["Metrics", "StateCollector"]
 
 _LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 
@@ -52,6 +56,39 @@ class Metrics:
         self.corrections = Counter(
             "memledger_corrections", "user corrections of memories", registry=r
         )
+        self._watched: Collector | None = None
         self.denials = Counter(
             "memledger_policy_denials", "403 answers by reason", ["reason"], registry=r
+        )
+
+    def watch(self, collector: Collector) -> None:
+        """Add the scrape-time gauges (once: an app rebuilt on the same services replaces it)."""
+        if self._watched is not None:
+            self.registry.unregister(self._watched)
+        self.registry.register(collector)
+        self._watched = collector
+
+
+class StateCollector(Collector):
+    """Gauges read at scrape time: projection lag, expired memories still stored."""
+
+    def __init__(
+        self,
+        lags: Callable[[], Mapping[str, int]],
+        expired: Callable[[], int],
+    ) -> None:
+        self._lags = lags
+        self._expired = expired
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        lag = GaugeMetricFamily(
+            "memledger_projection_lag", "ledger events not yet projected", labels=["projection"]
+        )
+        for name, value in self._lags().items():
+            lag.add_metric([name], value)
+        yield lag
+        yield GaugeMetricFamily(
+            "memledger_expired_memories",
+            "memories past expires_at (no longer retrieved)",
+            value=self._expired(),
         )

@@ -56,6 +56,8 @@ def test_metrics_are_prometheus_text(
     client.get("/me/core-memories", headers=auth())
     text = client.get("/metrics").text
     assert "memledger_http_requests_total" in text and 'route="/me/core-memories"' in text
+    assert 'memledger_projection_lag{projection="active_memories"}' in text
+    assert "memledger_expired_memories 0.0" in text
 
 
 def test_a_caller_request_id_is_echoed_and_a_bad_one_replaced(client: TestClient) -> None:
