@@ -6,8 +6,9 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
-from uuid import NAMESPACE_URL, UUID, uuid5
+from hashlib import sha1
+from typing import Any, Final
+from uuid import NAMESPACE_URL, UUID, SafeUUID, uuid5
 
 from eventsourcing.persistence import Notification
 
@@ -17,11 +18,22 @@ __all__ = ["Envelope", "decode_batch", "event_id"]
 
 _log = logging.getLogger(__name__)
 _EVENT_IDS = uuid5(NAMESPACE_URL, "memledger:event-id")
+_PREFIX: Final = _EVENT_IDS.bytes
+_CLEAR: Final = ~((0xC000 << 48) | (0xF000 << 64))  # variant and version bits
+_SET: Final = (0x8000 << 48) | (5 << 76)  # RFC 4122 variant, version 5
 
 
 def event_id(originator_id: UUID, version: int) -> UUID:
-    """A stable id for a ledger event (the ledger itself identifies it by aggregate + version)."""
-    return uuid5(_EVENT_IDS, f"{originator_id}/{version}")
+    """A stable id for a ledger event (the ledger itself identifies it by aggregate + version).
+
+    Equal to `uuid5(_EVENT_IDS, f"{originator_id}/{version}")`, made without `UUID.__init__`
+    (an audit row per event makes one).
+    """
+    digest = sha1(_PREFIX + f"{originator_id}/{version}".encode()).digest()
+    made = object.__new__(UUID)
+    object.__setattr__(made, "int", int.from_bytes(digest[:16]) & _CLEAR | _SET)
+    object.__setattr__(made, "is_safe", SafeUUID.unknown)
+    return made
 
 
 @dataclass(frozen=True, slots=True)

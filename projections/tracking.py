@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
+import psycopg
 from psycopg import Connection, Cursor
 from psycopg.sql import SQL, Composed
 
@@ -15,6 +16,7 @@ from projections.tables import Tables
 
 __all__ = [
     "TRACKING",
+    "apply_batch",
     "apply_tracked",
     "create_tracking",
     "lock_key",
@@ -93,3 +95,37 @@ def apply_tracked(
         projection.apply(cur, t, pending)
         set_position(cur, t, projection.name, pending[-1].position)
         return pending[-1].position
+
+
+def apply_batch(
+    conn: Connection[Any],
+    projections: Sequence[Projection],
+    t: Tables,
+    batch: Sequence[Envelope],
+    failed: Callable[[Projection, Exception], None],
+) -> list[Projection]:
+    """`apply_tracked` for several projections in one transaction, one savepoint each.
+
+    A projection that raises is rolled back to its savepoint, reported to `failed` and left
+    out (its position does not move); the others, rows and positions, commit together. So a
+    batch costs one commit, not one per projection, and a broken projection still never holds
+    the others back. Database errors that break the connection (OperationalError) propagate:
+    then nothing of the batch is committed. Returns the projections that applied the batch.
+    """
+    done: list[Projection] = []
+    with conn.transaction():
+        for projection in projections:
+            try:
+                with conn.transaction(), conn.cursor() as cur:
+                    position = locked_position(cur, t, projection.name)
+                    pending = [e for e in batch if e.position > position]
+                    if pending:
+                        projection.apply(cur, t, pending)
+                        set_position(cur, t, projection.name, pending[-1].position)
+            except psycopg.OperationalError:
+                raise
+            except Exception as error:
+                failed(projection, error)
+            else:
+                done.append(projection)
+    return done

@@ -17,7 +17,7 @@ from domain.ledger.ledger import MemoryLedger
 from projections.base import Projection
 from projections.envelope import decode_batch
 from projections.tables import Tables
-from projections.tracking import apply_tracked, create_tracking, lock_key, read_positions
+from projections.tracking import apply_batch, create_tracking, lock_key, read_positions
 
 __all__ = ["ProjectionStatus", "ProjectionWorker", "ensure_tables"]
 
@@ -53,7 +53,7 @@ class ProjectionStatus:
 
 
 class ProjectionWorker:
-    """Applies new ledger events to projections, each in its own tracked transactions.
+    """Applies new ledger events to projections: one transaction per batch, a savepoint each.
 
     Run it in-process (`start()`/`stop()`) or as its own process (`run()`). Each projection is
     run by the one worker holding its advisory lock; other workers stand by. Database errors
@@ -115,26 +115,34 @@ class ProjectionWorker:
                 break
             batch = decode_batch(self.ledger.mapper, notes)
             read += len(batch)
-            runnable = [p for p in runnable if self._apply(p, batch)]
+            runnable = self._apply(runnable, batch)
             with self._progress:
                 self._progress.notify_all()
         return read
 
-    def _apply(self, projection: Projection, batch: Any) -> bool:
-        try:
-            with self.pool.connection() as conn:
-                apply_tracked(conn, projection, self.tables, batch)
-        except psycopg.OperationalError:
-            raise  # the database is unwell: let the supervisor back off and reconnect
-        except Exception:
-            # A broken projection must not hold the others back: retry it later, alone.
-            delay = min(self.max_backoff, 2 * self._retry_at.get(projection.name + "#", 0.5))
-            self._retry_at[projection.name + "#"] = delay
-            self._retry_at[projection.name] = time.monotonic() + delay
-            _log.exception("projection %s failed; retrying in %.1fs", projection.name, delay)
-            return False
-        self._retry_at.pop(projection.name + "#", None)
-        return True
+    def _apply(self, projections: list[Projection], batch: Any) -> list[Projection]:
+        """Apply a batch to the projections in one transaction; returns those that did.
+
+        OperationalError (the database is unwell) propagates: the supervisor backs off and
+        reconnects.
+        """
+        with self.pool.connection() as conn:
+            done = apply_batch(conn, projections, self.tables, batch, self._failed)
+        for projection in done:
+            self._retry_at.pop(projection.name + "#", None)
+        return done
+
+    def _failed(self, projection: Projection, error: Exception) -> None:
+        # A broken projection must not hold the others back: retry it later, alone.
+        delay = min(self.max_backoff, 2 * self._retry_at.get(projection.name + "#", 0.5))
+        self._retry_at[projection.name + "#"] = delay
+        self._retry_at[projection.name] = time.monotonic() + delay
+        _log.error(
+            "projection %s failed; retrying in %.1fs",
+            projection.name,
+            delay,
+            exc_info=(type(error), error, error.__traceback__),
+        )
 
     def _may_run(self, name: str) -> bool:
         return time.monotonic() >= self._retry_at.get(name, 0.0)

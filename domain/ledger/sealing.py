@@ -12,12 +12,19 @@ gone, every personal field reads as REDACTED instead of raising.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import Any, Final, cast
 from uuid import UUID
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-from eventsourcing.persistence import Mapper, MapperDeserialisationError, StoredEvent, Transcoder
+from eventsourcing.persistence import (
+    JSONTranscoder,
+    Mapper,
+    MapperDeserialisationError,
+    StoredEvent,
+    Transcoder,
+)
 from eventsourcing.utils import get_topic, resolve_topic
 
 from domain.ledger.correlation import current_request_id
@@ -44,6 +51,12 @@ class SealingMapper(Mapper[UUID]):
     def __init__(self, transcoder: Transcoder, keys: DataKeyStore) -> None:
         super().__init__(transcoder=transcoder)
         self.keys = keys
+        # Decoding is the hot path of replays and rebuilds: what can be reused, is. (Not the
+        # AES-GCM objects: they would keep data keys in memory after their shredding.)
+        self._classes: dict[str, tuple[type[Any], tuple[str, ...], int]] = {}
+        self._scan: Callable[[str, int], tuple[Any, int]] | None = None
+        if type(transcoder) is JSONTranscoder:  # its decode is this scanner, then checks
+            self._scan = getattr(transcoder.decoder, "scan_once", None)
 
     def to_stored_event(self, domain_event: Any) -> StoredEvent:
         """Encode an event, sealing its personal fields."""
@@ -75,11 +88,15 @@ class SealingMapper(Mapper[UUID]):
 
     def to_domain_event(self, stored_event: StoredEvent) -> Any:
         """Decode an event; personal fields are REDACTED when the data key was destroyed."""
-        cls = resolve_topic(stored_event.topic)
-        state = self.decode_state(stored_event, personal_fields(cls))
+        known = self._classes.get(stored_event.topic)
+        if known is None:
+            cls = resolve_topic(stored_event.topic)
+            known = (cls, personal_fields(cls), getattr(cls, "class_version", 1))
+            self._classes[stored_event.topic] = known
+        cls, fields, class_version = known
+        state = self.decode_state(stored_event, fields)
         state["originator_id"] = stored_event.originator_id
         state["originator_version"] = stored_event.originator_version
-        class_version = getattr(cls, "class_version", 1)
         from_version = state.pop("class_version", 1)
         while from_version < class_version:
             getattr(cls, f"upcast_v{from_version}_v{from_version + 1}")(state)
@@ -108,11 +125,11 @@ class SealingMapper(Mapper[UUID]):
         """The event's attributes (without id and version), decrypted or redacted."""
         data = bytes(stored.state)
         if not data.startswith(_MAGIC):
-            state: dict[str, Any] = self.transcoder.decode(data)
+            state: dict[str, Any] = self._decode(data)
             return state
         length = int.from_bytes(data[4:8], "big")
         clear = data[8 : 8 + length]
-        state = self.transcoder.decode(clear)
+        state = self._decode(clear)
         originator_id = cast(UUID, stored.originator_id)  # the events table stores uuid
         key = self.keys.get(originator_id)
         if key is None:
@@ -122,7 +139,7 @@ class SealingMapper(Mapper[UUID]):
         sealed = data[8 + length + _NONCE :]
         aad = _aad(originator_id, stored.originator_version, stored.topic, clear)
         try:
-            secret = self.transcoder.decode(AESGCM(key).decrypt(nonce, sealed, aad))
+            secret = self._decode(AESGCM(key).decrypt(nonce, sealed, aad))
         except InvalidTag as error:
             msg = (
                 f"sealed payload of {stored.originator_id} v{stored.originator_version} is corrupt"
@@ -130,3 +147,21 @@ class SealingMapper(Mapper[UUID]):
             raise MapperDeserialisationError(msg) from error
         state.update(secret)
         return state
+
+    def _decode(self, data: bytes) -> Any:
+        """`transcoder.decode`, calling the JSON scanner directly when that is the transcoder.
+
+        Any input the scanner does not take whole (leading or trailing text, invalid JSON)
+        goes to the transcoder itself, so results and errors are exactly its own.
+        """
+        scan = self._scan
+        if scan is not None:
+            text = data.decode("utf8")
+            try:
+                value, end = scan(text, 0)
+            except StopIteration:
+                pass
+            else:
+                if end == len(text):
+                    return value
+        return self.transcoder.decode(data)

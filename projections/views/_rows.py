@@ -1,16 +1,67 @@
-"""Batch helpers: fold a batch of events into row upserts, partial updates and deletes."""
+"""Batch helpers: fold a batch of events into row inserts, partial updates and deletes.
+
+Rows are written with binary COPY (new rows) and one `UPDATE ... FROM unnest(...)` per set of
+changed columns (older rows), so a batch costs a few statements whatever its size.
+"""
 
 from __future__ import annotations
 
-from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 from uuid import UUID
 
 from psycopg import Cursor
 from psycopg.sql import SQL, Composed, Identifier
 
-__all__ = ["RowChanges"]
+__all__ = ["RowChanges", "copy_rows", "update_rows"]
+
+
+def copy_rows(
+    cur: Cursor[Any],
+    table: Composed,
+    names: Sequence[str],
+    types: Sequence[str],
+    rows: Iterable[Sequence[Any]],
+) -> None:
+    """Insert rows with one binary COPY (the caller knows none of them exists yet).
+
+    `types` are the PostgreSQL types of the columns, exactly as the table declares them
+    (binary COPY does not convert): uuid, text, boolean, int4, int8, timestamptz.
+    """
+    statement = SQL("COPY {} ({}) FROM STDIN (FORMAT BINARY)").format(
+        table, SQL(", ").join(map(Identifier, names))
+    )
+    with cur.copy(statement) as copy:
+        copy.set_types(list(types))
+        write = copy.write_row
+        for row in rows:
+            write(row)
+
+
+def update_rows(
+    cur: Cursor[Any],
+    table: Composed,
+    key: str,
+    names: Sequence[str],
+    types: Mapping[str, str],
+    rows: Sequence[Sequence[Any]],
+) -> None:
+    """Set columns `names` of existing rows, in one statement: rows are (key, *values)."""
+    if not rows:
+        return
+    columns = [key, *names]
+    arrays = [list(column) for column in zip(*rows, strict=True)]
+    cur.execute(
+        SQL("UPDATE {} AS t SET {} FROM unnest({}) AS v({}) WHERE t.{} = v.{}").format(
+            table,
+            SQL(", ").join(SQL("{0} = v.{0}").format(Identifier(c)) for c in names),
+            SQL(", ").join(SQL("%b::" + types[c] + "[]") for c in columns),
+            SQL(", ").join(map(Identifier, columns)),
+            Identifier(key),
+            Identifier(key),
+        ),
+        arrays,
+    )
 
 
 class RowChanges:
@@ -19,29 +70,44 @@ class RowChanges:
     A row created in this batch is kept whole in memory and later events change it there; an
     older row collects column updates; a deletion drops both. `flush` then writes one
     statement per kind of change instead of one per event.
+
+    Events are applied exactly once, so a row created in this batch cannot exist yet: new
+    rows are copied in, never upserted. `types` maps the key and every column to its type
+    (see `copy_rows`).
     """
 
-    def __init__(self, table: Composed, key: str, columns: Sequence[str]) -> None:
+    def __init__(
+        self, table: Composed, key: str, columns: Sequence[str], types: Mapping[str, str]
+    ) -> None:
         self.table = table
         self.key = key
         self.columns = list(columns)
+        self.types = types
         self.new: dict[UUID, dict[str, Any]] = {}
         self.updates: dict[UUID, dict[str, Any]] = {}
         self.deleted: set[UUID] = set()
 
     def insert(self, key: UUID, row: dict[str, Any]) -> None:
         """A new row (all columns)."""
-        self.deleted.discard(key)
+        if self.deleted:
+            self.deleted.discard(key)
         self.new[key] = row
 
     def update(self, key: UUID, **values: Any) -> None:
         """Set columns of a row, whether created in this batch or before."""
-        if key in self.deleted:
-            return
-        if key in self.new:
-            self.new[key].update(values)
-        else:
-            self.updates.setdefault(key, {}).update(values)
+        self.change(key, values)
+
+    def change(self, key: UUID, values: dict[str, Any]) -> None:
+        """`update` with the values in a dict, which is kept (pass a fresh one)."""
+        row = self.new.get(key)
+        if row is not None:
+            row.update(values)
+        elif not self.deleted or key not in self.deleted:
+            stored = self.updates.get(key)
+            if stored is None:
+                self.updates[key] = values
+            else:
+                stored.update(values)
 
     def delete(self, key: UUID) -> None:
         """Remove a row."""
@@ -50,36 +116,24 @@ class RowChanges:
         self.deleted.add(key)
 
     def flush(self, cur: Cursor[Any]) -> None:
-        """Write the batch's changes: deletes, upserts of new rows, grouped column updates."""
+        """Write the batch's changes: deletes, new rows, grouped column updates."""
         if self.deleted:
             cur.execute(
                 SQL("DELETE FROM {} WHERE {} = ANY(%s)").format(self.table, Identifier(self.key)),
                 (list(self.deleted),),
             )
         if self.new:
-            names = [self.key, *self.columns]
-            cur.executemany(
-                SQL("INSERT INTO {} ({}) VALUES ({}) ON CONFLICT ({}) DO UPDATE SET {}").format(
-                    self.table,
-                    SQL(", ").join(map(Identifier, names)),
-                    SQL(", ").join(SQL("%s") for _ in names),
-                    Identifier(self.key),
-                    SQL(", ").join(
-                        SQL("{0} = EXCLUDED.{0}").format(Identifier(c)) for c in self.columns
-                    ),
-                ),
-                [(key, *(row[c] for c in self.columns)) for key, row in self.new.items()],
+            columns = self.columns
+            copy_rows(
+                cur,
+                self.table,
+                [self.key, *columns],
+                [self.types[c] for c in (self.key, *columns)],
+                ([key, *map(row.__getitem__, columns)] for key, row in self.new.items()),
             )
-        groups: dict[tuple[str, ...], list[tuple[Any, ...]]] = defaultdict(list)
+        groups: dict[tuple[str, ...], list[tuple[Any, ...]]] = {}
         for key, values in self.updates.items():
             names = tuple(sorted(values))
-            groups[names].append((*(values[c] for c in names), key))
-        for names, params in groups.items():
-            cur.executemany(
-                SQL("UPDATE {} SET {} WHERE {} = %s").format(
-                    self.table,
-                    SQL(", ").join(SQL("{} = %s").format(Identifier(c)) for c in names),
-                    Identifier(self.key),
-                ),
-                params,
-            )
+            groups.setdefault(names, []).append((key, *map(values.__getitem__, names)))
+        for names, rows in groups.items():
+            update_rows(cur, self.table, self.key, names, self.types, rows)

@@ -33,6 +33,25 @@ COLUMNS = (
     "expires_at",
     "position",
 )
+TYPES = {
+    "memory_id": "uuid",
+    "user_id": "text",
+    "memory_key": "text",
+    "content": "text",
+    "category": "text",
+    "scope_type": "text",
+    "workspace_type": "text",
+    "source_type": "text",
+    "status": "text",
+    "revision": "int4",
+    "created_at": "timestamptz",
+    "updated_at": "timestamptz",
+    "last_confirmed_at": "timestamptz",
+    "review_after": "timestamptz",
+    "expires_at": "timestamptz",
+    "position": "int8",
+}
+"""Column types, as binary COPY needs them."""
 
 
 class ActiveMemories(Projection):
@@ -69,51 +88,77 @@ class ActiveMemories(Projection):
         ]
 
     def apply(self, cur: Cursor[Any], t: Tables, batch: Sequence[Envelope]) -> None:
-        rows = RowChanges(t["active_memories"], "memory_id", COLUMNS)
+        rows = RowChanges(t["active_memories"], "memory_id", COLUMNS, TYPES)
+        change, delete = rows.change, rows.delete
         for envelope in batch:
-            event, key = envelope.event, envelope.originator_id
-            common = {"updated_at": envelope.timestamp, "position": envelope.position}
-            match event:
-                case Memory.Created():
-                    rows.insert(
-                        key,
-                        {
-                            "user_id": event.user_id,
-                            "memory_key": event.memory_key,
-                            "content": event.content,
-                            "category": event.category,
-                            "scope_type": event.scope_type,
-                            "workspace_type": event.workspace_type,
-                            "source_type": event.source_type,
-                            "status": "active",
-                            "revision": 1,
-                            "created_at": event.timestamp,
-                            "last_confirmed_at": None,
-                            "review_after": event.review_after,
-                            "expires_at": event.expires_at,
-                            **common,
-                        },
-                    )
-                case Memory.ContentChanged():
-                    rows.update(
-                        key,
-                        content=event.content,
-                        category=event.category,
-                        revision=event.revision,
-                        **common,
-                    )
-                case Memory.Confirmed():
-                    rows.update(key, last_confirmed_at=event.timestamp, **common)
-                case Memory.Suppressed():
-                    rows.update(key, status="suppressed", **common)
-                case Memory.Restored():
-                    rows.update(key, status="active", **common)
-                case Memory.ScheduleChanged():
-                    rows.update(
-                        key, review_after=event.review_after, expires_at=event.expires_at, **common
-                    )
-                case Memory.Forgotten():
-                    rows.delete(key)
-                case _:
-                    pass  # not a memory event, or one this version does not know
+            event = envelope.event
+            kind = _KINDS.get(type(event))
+            if kind is None:
+                kind = _kind(type(event))
+            if kind == _OTHER:
+                continue  # not a memory event, or one this version does not know
+            key = envelope.originator_id
+            if kind == _FORGOTTEN:
+                delete(key)
+                continue
+            timestamp = event.timestamp
+            if kind == _CREATED:
+                rows.insert(
+                    key,
+                    {
+                        "user_id": event.user_id,
+                        "memory_key": event.memory_key,
+                        "content": event.content,
+                        "category": event.category,
+                        "scope_type": event.scope_type,
+                        "workspace_type": event.workspace_type,
+                        "source_type": event.source_type,
+                        "status": "active",
+                        "revision": 1,
+                        "created_at": timestamp,
+                        "updated_at": timestamp,
+                        "last_confirmed_at": None,
+                        "review_after": event.review_after,
+                        "expires_at": event.expires_at,
+                        "position": envelope.position,
+                    },
+                )
+                continue
+            if kind == _CONTENT:
+                values = {
+                    "content": event.content,
+                    "category": event.category,
+                    "revision": event.revision,
+                }
+            elif kind == _CONFIRMED:
+                values = {"last_confirmed_at": timestamp}
+            elif kind == _SUPPRESSED:
+                values = {"status": "suppressed"}
+            elif kind == _RESTORED:
+                values = {"status": "active"}
+            else:  # _SCHEDULE
+                values = {"review_after": event.review_after, "expires_at": event.expires_at}
+            values["updated_at"] = timestamp
+            values["position"] = envelope.position
+            change(key, values)
         rows.flush(cur)
+
+
+_CREATED, _CONTENT, _CONFIRMED, _SUPPRESSED, _RESTORED, _SCHEDULE, _FORGOTTEN, _OTHER = range(8)
+_KINDS: dict[type, int] = {}
+
+
+def _kind(cls: type) -> int:
+    """What an event class does here (cached: a batch meets a handful of classes)."""
+    kinds = (
+        (Memory.Created, _CREATED),
+        (Memory.ContentChanged, _CONTENT),
+        (Memory.Confirmed, _CONFIRMED),
+        (Memory.Suppressed, _SUPPRESSED),
+        (Memory.Restored, _RESTORED),
+        (Memory.ScheduleChanged, _SCHEDULE),
+        (Memory.Forgotten, _FORGOTTEN),
+    )
+    kind = next((k for base, k in kinds if issubclass(cls, base)), _OTHER)
+    _KINDS[cls] = kind
+    return kind

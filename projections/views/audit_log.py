@@ -12,12 +12,14 @@ from typing import Any, Final
 from psycopg import Cursor
 from psycopg.sql import SQL, Composed
 
+from domain.model.access import AccessRecord
 from domain.model.candidate import MemoryCandidate
 from domain.model.memory import Memory
 from domain.model.memory_settings import MemorySettings
 from projections.base import Projection
-from projections.envelope import Envelope
+from projections.envelope import Envelope, event_id
 from projections.tables import Tables
+from projections.views._rows import copy_rows
 
 __all__ = ["EVENT_TYPES", "AuditLog", "event_type"]
 
@@ -38,6 +40,9 @@ EVENT_TYPES: Final[dict[type, str]] = {
     MemorySettings.Created: "memory.settings_changed",
     MemorySettings.Changed: "memory.settings_changed",
     MemorySettings.Erased: "memory.settings_erased",
+    AccessRecord.MemoryRead: "memory.read",
+    AccessRecord.MemorySearched: "memory.search",
+    AccessRecord.PolicyDenied: "memory.policy_denied",
 }
 """Section 17's names; restore from suppression and version restore are named apart."""
 
@@ -47,24 +52,47 @@ def event_type(envelope: Envelope) -> str:
     return EVENT_TYPES.get(type(envelope.event), "unknown")
 
 
+_MEMORY, _CANDIDATE, _OTHER = range(3)
+_KINDS: dict[type, tuple[str, int]] = {}
+
+
+def _kind(cls: type) -> tuple[str, int]:
+    """An event class's audit name and family (cached: a batch meets a handful of classes)."""
+    if issubclass(cls, Memory.Event):
+        family = _MEMORY
+    elif issubclass(cls, MemoryCandidate.Event):
+        family = _CANDIDATE
+    else:
+        family = _OTHER
+    kind = _KINDS[cls] = (EVENT_TYPES.get(cls, "unknown"), family)
+    return kind
+
+
 def _row(e: Envelope) -> tuple[Any, ...]:
     event = e.event
-    memory_id = candidate_id = None
-    scope_type = getattr(event, "scope_type", None)
-    workspace_type = getattr(event, "workspace_type", None)
-    if isinstance(event, Memory.Event):
-        memory_id = e.originator_id
-    elif isinstance(event, MemoryCandidate.Event):
+    kind = _KINDS.get(type(event))
+    if kind is None:
+        kind = _kind(type(event))
+    name, family = kind
+    if family == _MEMORY:
+        memory_id, candidate_id = e.originator_id, None
+        scope_type = getattr(event, "scope_type", None)
+        workspace_type = getattr(event, "workspace_type", None)
+    elif family == _CANDIDATE:
         candidate_id = e.originator_id
         memory_id = getattr(event, "target_memory_id", None) or getattr(
             event, "resulting_memory_id", None
         )
         scope_type = getattr(event, "proposed_scope_type", None)
         workspace_type = getattr(event, "proposed_workspace_type", None)
+    else:  # settings events, access records (AccessRecord says which memory, if any)
+        memory_id, candidate_id = getattr(event, "memory_id", None), None
+        scope_type = getattr(event, "scope_type", None)
+        workspace_type = getattr(event, "workspace_type", None)
     return (
         e.position,
-        e.event_id,
-        event_type(e),
+        event_id(e.originator_id, e.version),
+        name,
         e.topic,
         memory_id,
         candidate_id,
@@ -73,9 +101,41 @@ def _row(e: Envelope) -> tuple[Any, ...]:
         workspace_type,
         getattr(event, "revision", None),
         getattr(event, "content_hash", None),
-        e.timestamp,
-        e.request_id,
+        getattr(event, "timestamp", None),
+        getattr(event, "request_id", None),
     )
+
+
+_COLUMNS = (
+    "position",
+    "event_id",
+    "event_type",
+    "topic",
+    "memory_id",
+    "candidate_id",
+    "user_id",
+    "scope_type",
+    "workspace_type",
+    "revision",
+    "content_hash",
+    "occurred_at",
+    "request_id",
+)
+_TYPES = (
+    "int8",
+    "uuid",
+    "text",
+    "text",
+    "uuid",
+    "uuid",
+    "text",
+    "text",
+    "text",
+    "int4",
+    "text",
+    "timestamptz",
+    "text",
+)
 
 
 class AuditLog(Projection):
@@ -112,12 +172,4 @@ class AuditLog(Projection):
         ]
 
     def apply(self, cur: Cursor[Any], t: Tables, batch: Sequence[Envelope]) -> None:
-        with cur.copy(
-            SQL(
-                "COPY {} (position, event_id, event_type, topic, memory_id, candidate_id,"
-                " user_id, scope_type, workspace_type, revision, content_hash, occurred_at,"
-                " request_id) FROM STDIN"
-            ).format(t["audit_log"])
-        ) as copy:
-            for envelope in batch:
-                copy.write_row(_row(envelope))
+        copy_rows(cur, t["audit_log"], _COLUMNS, _TYPES, map(_row, batch))

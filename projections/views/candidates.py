@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
+from uuid import UUID
 
 from psycopg import Cursor
 from psycopg.sql import SQL, Composed
@@ -35,6 +36,25 @@ COLUMNS = (
     "decided_at",
     "expires_at",
 )
+TYPES = {
+    "candidate_id": "uuid",
+    "user_id": "text",
+    "operation": "text",
+    "target_memory_id": "uuid",
+    "expected_revision": "int4",
+    "proposed_scope_type": "text",
+    "proposed_workspace_type": "text",
+    "proposed_key": "text",
+    "proposed_content": "text",
+    "proposed_category": "text",
+    "source_conversation_id": "text",
+    "status": "text",
+    "resulting_memory_id": "uuid",
+    "created_at": "timestamptz",
+    "decided_at": "timestamptz",
+    "expires_at": "timestamptz",
+}
+"""Column types, as binary COPY needs them."""
 _SHREDDED = {"proposed_key": REDACTED, "proposed_content": REDACTED}
 
 
@@ -76,42 +96,49 @@ class Candidates(Projection):
 
     def apply(self, cur: Cursor[Any], t: Tables, batch: Sequence[Envelope]) -> None:
         table = t["candidates"]
-        rows = RowChanges(table, "candidate_id", COLUMNS)
-        forgotten = []
+        rows = RowChanges(table, "candidate_id", COLUMNS, TYPES)
+        # Memory id -> candidates of this batch's changes that name it (as target, or as the
+        # result of an acceptance seen here): a Forgotten shreds them in memory, in order.
+        about: dict[UUID, list[UUID]] = {}
+        forgotten: list[UUID] = []
         for envelope in batch:
-            event, key = envelope.event, envelope.originator_id
-            match event:
-                case MemoryCandidate.Proposed():
-                    rows.insert(
-                        key,
-                        {c: getattr(event, c, None) for c in COLUMNS}
-                        | {
-                            "status": "pending",
-                            "created_at": event.timestamp,
-                            "resulting_memory_id": None,
-                            "decided_at": None,
-                        },
-                    )
-                case MemoryCandidate.Accepted():
-                    rows.update(
-                        key,
-                        status="accepted",
-                        decided_at=event.timestamp,
-                        resulting_memory_id=event.resulting_memory_id,
-                    )
-                case MemoryCandidate.Rejected():
-                    rows.update(key, status="rejected", decided_at=event.timestamp, **_SHREDDED)
-                case MemoryCandidate.Expired():
-                    rows.update(key, status="expired", decided_at=event.timestamp, **_SHREDDED)
-                case Memory.Forgotten():
-                    forgotten.append(key)
-                    for candidate_id, row in rows.new.items():
-                        if key in (row["target_memory_id"], row["resulting_memory_id"]):
-                            rows.update(candidate_id, **_SHREDDED)
-                case _:
-                    pass
-        rows.flush(cur)
+            event = envelope.event
+            kind = _KINDS.get(type(event))
+            if kind is None:
+                kind = _kind(type(event))
+            if kind == _OTHER:
+                continue
+            key = envelope.originator_id
+            if kind == _PROPOSED:
+                row = {c: getattr(event, c, None) for c in COLUMNS}
+                row["status"] = "pending"
+                row["created_at"] = event.timestamp
+                row["resulting_memory_id"] = None
+                row["decided_at"] = None
+                rows.insert(key, row)
+                if row["target_memory_id"] is not None:
+                    about.setdefault(row["target_memory_id"], []).append(key)
+            elif kind == _ACCEPTED:
+                resulting = event.resulting_memory_id
+                rows.update(
+                    key,
+                    status="accepted",
+                    decided_at=event.timestamp,
+                    resulting_memory_id=resulting,
+                )
+                if resulting is not None:
+                    about.setdefault(resulting, []).append(key)
+            elif kind == _REJECTED:
+                rows.update(key, status="rejected", decided_at=event.timestamp, **_SHREDDED)
+            elif kind == _EXPIRED:
+                rows.update(key, status="expired", decided_at=event.timestamp, **_SHREDDED)
+            else:  # _FORGOTTEN
+                forgotten.append(key)
+                for candidate_id in about.get(key, ()):
+                    rows.update(candidate_id, **_SHREDDED)
         if forgotten:
+            # Rows stored before this batch that name a forgotten memory; the changes of this
+            # batch (written next) were shredded above, as each Forgotten came.
             cur.execute(
                 SQL(
                     "UPDATE {} SET proposed_key = %s, proposed_content = %s"
@@ -119,3 +146,22 @@ class Candidates(Projection):
                 ).format(table),
                 (REDACTED, REDACTED, forgotten, forgotten),
             )
+        rows.flush(cur)
+
+
+_PROPOSED, _ACCEPTED, _REJECTED, _EXPIRED, _FORGOTTEN, _OTHER = range(6)
+_KINDS: dict[type, int] = {}
+
+
+def _kind(cls: type) -> int:
+    """What an event class does here (cached: a batch meets a handful of classes)."""
+    kinds = (
+        (MemoryCandidate.Proposed, _PROPOSED),
+        (MemoryCandidate.Accepted, _ACCEPTED),
+        (MemoryCandidate.Rejected, _REJECTED),
+        (MemoryCandidate.Expired, _EXPIRED),
+        (Memory.Forgotten, _FORGOTTEN),
+    )
+    kind = next((k for base, k in kinds if issubclass(cls, base)), _OTHER)
+    _KINDS[cls] = kind
+    return kind

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
+from uuid import UUID
 
 from psycopg import Cursor
 from psycopg.sql import SQL, Composed
@@ -12,6 +13,7 @@ from domain.model.memory import Memory
 from projections.base import Projection
 from projections.envelope import Envelope
 from projections.tables import Tables
+from projections.views._rows import copy_rows
 
 __all__ = ["MemoryVersions"]
 
@@ -48,40 +50,36 @@ class MemoryVersions(Projection):
         ]
 
     def apply(self, cur: Cursor[Any], t: Tables, batch: Sequence[Envelope]) -> None:
-        rows: dict[tuple[Any, int], tuple[Any, ...]] = {}
-        forgotten: set[Any] = set()
-        for envelope in batch:
+        # (memory_id, revision) -> (index in the batch, row); memory_id -> its last Forgotten.
+        rows: dict[tuple[UUID, int], tuple[int, tuple[Any, ...]]] = {}
+        forgotten: dict[UUID, int] = {}
+        for index, envelope in enumerate(batch):
             event = envelope.event
-            match event:
-                case Memory.Created():
-                    change_type, changed_via, source = (
-                        "create",
-                        event.changed_via,
-                        event.source_candidate_id,
-                    )
-                    revision = 1
-                case Memory.ContentChanged():
-                    change_type = _CHANGE_TYPES.get(type(event), "update")
-                    changed_via, source = event.changed_via, event.source_candidate_id
-                    revision = event.revision
-                case Memory.Forgotten():
-                    forgotten.add(envelope.originator_id)
-                    rows = {k: v for k, v in rows.items() if k[0] != envelope.originator_id}
-                    continue
-                case _:
-                    continue
-            rows[(envelope.originator_id, revision)] = (
-                envelope.originator_id,
-                revision,
-                event.user_id,
-                event.content,
-                event.category,
-                event.scope_type,
-                event.workspace_type,
-                change_type,
-                changed_via,
-                source,
-                event.timestamp,
+            kind = _KINDS.get(type(event))
+            if kind is None:
+                kind = _kind(type(event))
+            if kind is None:
+                continue
+            memory_id = envelope.originator_id
+            if kind == "forget":
+                forgotten[memory_id] = index
+                continue
+            revision = 1 if kind == "create" else event.revision
+            rows[(memory_id, revision)] = (
+                index,
+                (
+                    memory_id,
+                    revision,
+                    event.user_id,
+                    event.content,
+                    event.category,
+                    event.scope_type,
+                    event.workspace_type,
+                    kind,
+                    event.changed_via,
+                    event.source_candidate_id,
+                    event.timestamp,
+                ),
             )
         table = t["memory_versions"]
         if forgotten:
@@ -89,12 +87,54 @@ class MemoryVersions(Projection):
                 SQL("DELETE FROM {} WHERE memory_id = ANY(%s)").format(table), (list(forgotten),)
             )
         if rows:
-            cur.executemany(
-                SQL(
-                    "INSERT INTO {} (memory_id, revision, user_id, content, category, scope_type,"
-                    " workspace_type, change_type, changed_via, source_candidate_id, created_at)"
-                    " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
-                    " ON CONFLICT (memory_id, revision) DO NOTHING"
-                ).format(table),
-                list(rows.values()),
+            # A version row is made once per event, and each event is applied once: no row
+            # can exist yet (but those of a memory forgotten later in the batch are dropped).
+            copy_rows(
+                cur,
+                table,
+                _COLUMNS,
+                _TYPES,
+                (row for index, row in rows.values() if forgotten.get(row[0], -1) < index),
             )
+
+
+_COLUMNS = (
+    "memory_id",
+    "revision",
+    "user_id",
+    "content",
+    "category",
+    "scope_type",
+    "workspace_type",
+    "change_type",
+    "changed_via",
+    "source_candidate_id",
+    "created_at",
+)
+_TYPES = (
+    "uuid",
+    "int4",
+    "text",
+    "text",
+    "text",
+    "text",
+    "text",
+    "text",
+    "text",
+    "uuid",
+    "timestamptz",
+)
+_KINDS: dict[type, str | None] = {}
+
+
+def _kind(cls: type) -> str | None:
+    """The change type an event class makes ("forget" for Forgotten; None: no version)."""
+    kind: str | None = None
+    if issubclass(cls, Memory.Created):
+        kind = "create"
+    elif issubclass(cls, Memory.ContentChanged):
+        kind = _CHANGE_TYPES.get(cls, "update")
+    elif issubclass(cls, Memory.Forgotten):
+        kind = "forget"
+    _KINDS[cls] = kind
+    return kind

@@ -31,7 +31,7 @@ from projections.base import Projection
 from projections.envelope import Envelope
 from projections.profile_rules import FIELDS, MemoryFacts, derive
 from projections.tables import Tables
-from projections.views._rows import RowChanges
+from projections.views._rows import RowChanges, copy_rows
 
 __all__ = ["Profile", "ProfileField", "profile_of"]
 
@@ -92,18 +92,21 @@ class Profile(Projection):
         ]
 
     def apply(self, cur: Cursor[Any], t: Tables, batch: Sequence[Envelope]) -> None:
-        stored = _stored(cur, t, batch)
-        memories = RowChanges(t["profile_memories"], "memory_id", _MEMORY_COLUMNS)
+        kinds = [_KINDS.get(type(e.event)) or _kind(type(e.event)) for e in batch]
+        stored = _stored(cur, t, batch, kinds)
+        memories = RowChanges(t["profile_memories"], "memory_id", _MEMORY_COLUMNS, _TYPES)
         state: dict[UUID, _Memory] = {}
+        created: set[UUID] = set()
         forgotten: set[UUID] = set()
-        for envelope in batch:
-            event, memory_id = envelope.event, envelope.originator_id
-            if not isinstance(event, Memory.Event):
+        for envelope, kind in zip(batch, kinds, strict=True):
+            if kind == _OTHER:
                 continue  # another aggregate's event, or one this version cannot read
-            if isinstance(event, Memory.Created):
+            event, memory_id = envelope.event, envelope.originator_id
+            if kind == _CREATED:
                 # Keep a key only where the exact-key rule needs it: no other key is copied.
                 key = event.memory_key if event.memory_key in FIELDS else ""
                 state[memory_id] = _Memory(key, active=True)
+                created.add(memory_id)
                 memories.insert(
                     memory_id,
                     {
@@ -117,29 +120,67 @@ class Profile(Projection):
             if memory is None:
                 memory = state[memory_id] = _Memory(*stored.get(memory_id, ("", True)))
             memory.owner = (event.user_id, event.scope_type, event.workspace_type)
-            match event:
-                case Memory.Created() | Memory.ContentChanged():
-                    # Only explicit or confirmed memories feed the profile; the ledger admits
-                    # no others, and only Created says which a memory is.
-                    trusted = getattr(event, "source_type", "explicit") in SOURCE_TYPES
-                    memory.rows = _derive(memory, event) if trusted else {}
-                    memory.asserted_at = event.timestamp
-                case Memory.Confirmed():
-                    memory.asserted_at = event.timestamp
-                case Memory.Suppressed() | Memory.Restored():
-                    memory.active = isinstance(event, Memory.Restored)
-                    memory.status_changed = True
-                    memories.update(memory_id, active=memory.active)
-                case Memory.ScheduleChanged():
-                    memories.update(memory_id, expires_at=event.expires_at)
-                case Memory.Forgotten():
-                    state.pop(memory_id)
-                    forgotten.add(memory_id)
-                    memories.delete(memory_id)
-                case _:
-                    pass  # future memory events leave the profile alone
+            if kind in (_CREATED, _CONTENT):
+                # Only explicit or confirmed memories feed the profile; the ledger admits
+                # no others, and only Created says which a memory is.
+                trusted = getattr(event, "source_type", "explicit") in SOURCE_TYPES
+                memory.rows = _derive(memory, event) if trusted else {}
+                memory.asserted_at = event.timestamp
+            elif kind == _CONFIRMED:
+                memory.asserted_at = event.timestamp
+            elif kind in (_SUPPRESSED, _RESTORED):
+                memory.active = kind == _RESTORED
+                memory.status_changed = True
+                memories.update(memory_id, active=memory.active)
+            elif kind == _SCHEDULE:
+                memories.update(memory_id, expires_at=event.expires_at)
+            elif kind == _FORGOTTEN:
+                state.pop(memory_id)
+                forgotten.add(memory_id)
+                memories.delete(memory_id)
+            # other memory events (future ones) leave the profile alone
         memories.flush(cur)
-        _write_sources(cur, t, state, forgotten)
+        _write_sources(cur, t, state, forgotten, created)
+
+
+_CREATED, _CONTENT, _CONFIRMED, _SUPPRESSED, _RESTORED, _SCHEDULE, _FORGOTTEN = range(1, 8)
+_MEMORY_EVENT, _OTHER = 8, 9
+_KINDS: dict[type, int] = {}
+_TYPES = {
+    "memory_id": "uuid",
+    "user_id": "text",
+    "memory_key": "text",
+    "active": "bool",
+    "expires_at": "timestamptz",
+}
+_SOURCE_COLUMNS = (
+    "user_id",
+    "memory_id",
+    "field",
+    "value",
+    "scope_type",
+    "workspace_type",
+    "active",
+    "updated_at",
+)
+_SOURCE_TYPES = ("text", "uuid", "text", "text", "text", "text", "bool", "timestamptz")
+
+
+def _kind(cls: type) -> int:
+    """What an event class does here (cached: a batch meets a handful of classes)."""
+    kinds = (
+        (Memory.Created, _CREATED),
+        (Memory.ContentChanged, _CONTENT),
+        (Memory.Confirmed, _CONFIRMED),
+        (Memory.Suppressed, _SUPPRESSED),
+        (Memory.Restored, _RESTORED),
+        (Memory.ScheduleChanged, _SCHEDULE),
+        (Memory.Forgotten, _FORGOTTEN),
+        (Memory.Event, _MEMORY_EVENT),
+    )
+    kind = next((k for base, k in kinds if issubclass(cls, base)), _OTHER)
+    _KINDS[cls] = kind
+    return kind
 
 
 def _derive(memory: _Memory, event: Any) -> dict[str, str]:
@@ -149,13 +190,15 @@ def _derive(memory: _Memory, event: Any) -> dict[str, str]:
     return derive(facts)
 
 
-def _stored(cur: Cursor[Any], t: Tables, batch: Sequence[Envelope]) -> dict[UUID, tuple[str, bool]]:
+def _stored(
+    cur: Cursor[Any], t: Tables, batch: Sequence[Envelope], kinds: Sequence[int]
+) -> dict[UUID, tuple[str, bool]]:
     """Key and status of the memories whose content changes here but which began earlier."""
-    created = {e.originator_id for e in batch if isinstance(e.event, Memory.Created)}
+    created = {e.originator_id for e, kind in zip(batch, kinds, strict=True) if kind == _CREATED}
     wanted = {
         e.originator_id
-        for e in batch
-        if isinstance(e.event, Memory.ContentChanged) and e.originator_id not in created
+        for e, kind in zip(batch, kinds, strict=True)
+        if kind == _CONTENT and e.originator_id not in created
     }
     if not wanted:
         return {}
@@ -169,30 +212,42 @@ def _stored(cur: Cursor[Any], t: Tables, batch: Sequence[Envelope]) -> dict[UUID
 
 
 def _write_sources(
-    cur: Cursor[Any], t: Tables, state: dict[UUID, _Memory], forgotten: set[UUID]
+    cur: Cursor[Any],
+    t: Tables,
+    state: dict[UUID, _Memory],
+    forgotten: set[UUID],
+    created: set[UUID],
 ) -> None:
-    """Replace the rows of re-derived memories, then flip or re-date the rows of the others."""
+    """Replace the rows of re-derived memories, then flip or re-date the rows of the others.
+
+    Memories created in this batch have no stored rows to delete (events are applied once).
+    """
     table = t["profile_sources"]
     replaced = forgotten | {m for m, memory in state.items() if memory.rows is not None}
+    replaced -= created
     if replaced:
         cur.execute(
             SQL("DELETE FROM {} WHERE memory_id = ANY(%s)").format(table), (list(replaced),)
         )
     rows = []
     for memory_id, memory in state.items():
-        user, scope, workspace = memory.owner
-        for name, value in (memory.rows or {}).items():
-            rows.append(
-                (user, memory_id, name, value, scope, workspace, memory.active, memory.asserted_at)
-            )
+        if memory.rows:
+            user, scope, workspace = memory.owner
+            for name, value in memory.rows.items():
+                rows.append(
+                    (
+                        user,
+                        memory_id,
+                        name,
+                        value,
+                        scope,
+                        workspace,
+                        memory.active,
+                        memory.asserted_at,
+                    )
+                )
     if rows:
-        cur.executemany(
-            SQL(
-                "INSERT INTO {} (user_id, memory_id, field, value, scope_type, workspace_type,"
-                " active, updated_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)"
-            ).format(table),
-            rows,
-        )
+        copy_rows(cur, table, _SOURCE_COLUMNS, _SOURCE_TYPES, rows)
     kept = [
         (memory_id, memory.active if memory.status_changed else None, memory.asserted_at)
         for memory_id, memory in state.items()
@@ -204,7 +259,7 @@ def _write_sources(
             SQL(
                 "UPDATE {} AS s SET active = COALESCE(v.active, s.active),"
                 " updated_at = COALESCE(v.updated_at, s.updated_at)"
-                " FROM unnest(%s::uuid[], %s::boolean[], %s::timestamptz[])"
+                " FROM unnest(%b::uuid[], %b::boolean[], %b::timestamptz[])"
                 " AS v(memory_id, active, updated_at) WHERE s.memory_id = v.memory_id"
             ).format(table),
             (ids, active, asserted),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
+from uuid import UUID
 
 from psycopg import Cursor
 from psycopg.sql import SQL, Composed
@@ -12,6 +13,7 @@ from domain.model.memory import Memory
 from projections.base import Projection
 from projections.envelope import Envelope
 from projections.tables import Tables
+from projections.views._rows import copy_rows
 
 __all__ = ["Tombstones"]
 
@@ -37,16 +39,22 @@ class Tombstones(Projection):
         ]
 
     def apply(self, cur: Cursor[Any], t: Tables, batch: Sequence[Envelope]) -> None:
-        rows = [
-            (e.originator_id, e.event.user_id, e.event.deleted_at, e.event.final_revision)
-            for e in batch
-            if isinstance(e.event, Memory.Forgotten)
-        ]
+        rows: dict[UUID, tuple[Any, ...]] = {}
+        for e in batch:
+            event = e.event
+            if isinstance(event, Memory.Forgotten) and e.originator_id not in rows:
+                rows[e.originator_id] = (
+                    e.originator_id,
+                    event.user_id,
+                    event.deleted_at,
+                    event.final_revision,
+                )
         if rows:
-            cur.executemany(
-                SQL(
-                    "INSERT INTO {} (memory_id, user_id, deleted_at, final_revision)"
-                    " VALUES (%s, %s, %s, %s) ON CONFLICT (memory_id) DO NOTHING"
-                ).format(t["tombstones"]),
-                rows,
+            # A memory is forgotten once, and each event is applied once: no row exists yet.
+            copy_rows(
+                cur,
+                t["tombstones"],
+                ("memory_id", "user_id", "deleted_at", "final_revision"),
+                ("uuid", "text", "timestamptz", "int4"),
+                rows.values(),
             )

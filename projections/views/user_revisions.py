@@ -35,10 +35,12 @@ class UserRevisions(Projection):
     def apply(self, cur: Cursor[Any], t: Tables, batch: Sequence[Envelope]) -> None:
         changes = Counter(e.event.user_id for e in batch if isinstance(e.event, Memory.Event))
         if changes:
-            cur.executemany(
+            users, counts = zip(*sorted(changes.items()), strict=True)
+            cur.execute(
                 SQL(
-                    "INSERT INTO {0} AS r (user_id, revision) VALUES (%s, %s)"
+                    "INSERT INTO {0} AS r (user_id, revision)"
+                    " SELECT * FROM unnest(%b::text[], %b::int8[])"
                     " ON CONFLICT (user_id) DO UPDATE SET revision = r.revision + EXCLUDED.revision"
                 ).format(t["user_revisions"]),
-                sorted(changes.items()),
+                (list(users), list(counts)),
             )
