@@ -161,15 +161,20 @@ def test_restoring_an_old_key_backup_does_not_bring_content_back(
 
 
 def test_commands_survive_the_database_dropping_every_connection(
-    make_ledger: Callable[..., MemoryLedger], database_url: str
+    make_ledger: Callable[..., MemoryLedger], database_url: str, pg_schema: str
 ) -> None:
     # The pool checks each idle connection with a growing back-off, so keep it small here.
     ledger = make_ledger(pool_size=2)
     (memory_id,) = many_memories(ledger, 1)
     with psycopg.connect(database_url, autocommit=True) as conn:
-        conn.execute(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid <> pg_backend_pid()"
-            " AND datname = current_database() AND backend_type = 'client backend'"
-        )
+        # Only this test's connections (their last statement names its schema): other test
+        # runs sharing the server must not lose theirs.
+        killed = conn.execute(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+            " WHERE pid <> pg_backend_pid() AND datname = current_database()"
+            " AND backend_type = 'client backend' AND position(%s in query) > 0",
+            (pg_schema,),
+        ).fetchone()
+    assert killed is not None and killed[0] >= 1
     updated = ledger.update_memory("alice", memory_id, expected_revision=1, content="fact one")
     assert updated.memory.revision == 2
