@@ -4,6 +4,10 @@ The service keeps serving meanwhile: the fresh tables are filled from position 0
 lock; then, per projection, one transaction locks its tracking row (the live worker waits),
 brings both table sets to the same position, compares them row for row, drops the live
 tables and renames the fresh ones (and their indexes) into place.
+
+Filling is pipelined: a reader thread reads and decodes the next batches, two lanes (the
+calling thread and one more, each with its own connection) apply them to their share of the
+projections, and secondary indexes are built once the tables are full (see `_fill`).
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from eventsourcing.persistence import InterfaceError, OperationalError
 from eventsourcing.postgres import PostgresApplicationRecorder
 from eventsourcing.utils import retry
 from psycopg import Connection
-from psycopg.sql import SQL, Identifier
+from psycopg.sql import SQL, Composed, Identifier
 from psycopg_pool import ConnectionPool
 
 from domain.ledger.ledger import MemoryLedger
@@ -84,9 +88,18 @@ def _replay(
 
 
 def _apply(
-    conn: Connection[Any], projections: Sequence[Projection], t: Tables, batch: list[Envelope]
+    conn: Connection[Any],
+    projections: Sequence[Projection],
+    t: Tables,
+    batch: list[Envelope],
+    *,
+    durable: bool = True,
 ) -> None:
+    if not projections:
+        return
     with conn.transaction(), conn.cursor() as cur:
+        if not durable:
+            cur.execute(_ASYNC_COMMIT)
         for projection in projections:
             projection.apply(cur, t, batch)
 
@@ -101,33 +114,57 @@ def _fill(
     batch_size: int,
     progress: Callable[[int], None] | None,
 ) -> int:
-    """`_replay` of (0, upto] into fresh tables, the projections split into two lanes.
+    """Fill fresh tables with the events (0, upto], the projections split into two lanes.
 
     Each lane applies every batch, in order, to its projections, in its own transactions on
     its own connection (`conn`, and one from `connect` for the second lane): while one lane
-    waits for the server, the other computes its rows. The
-    fresh tables are nobody's but this rebuild's until the swap, so their commits need not
-    wait for the disk (synchronous_commit off): a crash loses the rebuild, never live data.
+    waits for the server, the other computes its rows. Secondary indexes are built at the end,
+    each lane its own (one sort per index instead of an insertion per row; the replay never
+    uses them). The fresh tables are nobody's but this rebuild's until the swap, so their
+    commits need not wait for the disk (synchronous_commit off): a crash loses the rebuild,
+    never live data.
     """
-    first, second = _lanes(projections)
-    if not second:
-        return _replay(ledger, conn, projections, t, 0, upto, batch_size, progress)
+    indexes = _deferred_indexes(conn, projections, t)
+    lanes = _lanes(projections)
     done = 0
     with (
         _rare_collections(),
-        _Lane(connect, second, t) as lane,
+        _Lane(connect, lanes[1], t, indexes) as lane,
         _ReadAhead(ledger, 0, upto, batch_size) as batches,
     ):
         for batch in batches:
             lane.put(batch)
-            with conn.transaction(), conn.cursor() as cur:
-                cur.execute(_ASYNC_COMMIT)
-                for projection in first:
-                    projection.apply(cur, t, batch)
+            _apply(conn, lanes[0], t, batch, durable=False)
             done += len(batch)
             if progress is not None:
                 progress(len(batch))
+        lane.finish()  # the lane builds its indexes while this one builds its own
+        _build(conn, lanes[0], indexes)
     return done
+
+
+def _deferred_indexes(
+    conn: Connection[Any], projections: Sequence[Projection], t: Tables
+) -> dict[str, list[Composed]]:
+    """Create the projections' tables, keeping back their secondary indexes (by projection)."""
+    deferred: dict[str, list[Composed]] = {}
+    with conn.transaction():
+        for projection in projections:
+            for statement in projection.create(t):
+                if statement.as_string(conn).startswith("CREATE INDEX"):
+                    deferred.setdefault(projection.name, []).append(statement)
+                else:
+                    conn.execute(statement)
+    return deferred
+
+
+def _build(
+    conn: Connection[Any], projections: Sequence[Projection], indexes: dict[str, list[Composed]]
+) -> None:
+    with conn.transaction():
+        for projection in projections:
+            for statement in indexes.get(projection.name, ()):
+                conn.execute(statement)
 
 
 _ASYNC_COMMIT = SQL("SET LOCAL synchronous_commit TO OFF")
@@ -139,6 +176,7 @@ _WEIGHTS = {  # rough share of a rebuild's time (CPU and SQL) per projection
     "memory_versions": 1.5,
     "user_revisions": 1.0,
     "tombstones": 0.3,
+    "search_terms": 8.0,
 }
 
 
@@ -157,25 +195,34 @@ class _Lane:
     """A thread applying batches to some projections on a connection of its own."""
 
     def __init__(
-        self, connect: Callable[[], Connection[Any]], projections: list[Projection], t: Tables
+        self,
+        connect: Callable[[], Connection[Any]],
+        projections: list[Projection],
+        t: Tables,
+        indexes: dict[str, list[Composed]],
     ) -> None:
         self._connect = connect
-        self._projections, self._t = projections, t
+        self._projections, self._t, self._indexes = projections, t, indexes
         self._queue: queue.Queue[list[Envelope] | None] = queue.Queue(_AHEAD)
         self._error: BaseException | None = None
+        self._finished = False
         self._thread = threading.Thread(target=self._run, name="rebuild-lane", daemon=True)
 
     def __enter__(self) -> _Lane:
-        self._conn = self._connect()
-        self._thread.start()
+        if self._projections:  # else: nothing to do, no connection, no thread
+            self._conn = self._connect()
+            self._thread.start()
         return self
 
     def __exit__(self, kind: object, error: object, traceback: object) -> None:
+        if not self._projections:
+            return
         try:
             if error is None:
-                self._put(None)  # the end: wait for the lane to finish
+                self.finish()
                 self._thread.join()
-            else:  # stop the lane after its current batch (its transaction rolls back)
+            else:  # stop the lane after its current batch
+                self._error = self._error or _Stopped()
                 with contextlib.suppress(queue.Empty):
                     while True:
                         self._queue.get_nowait()
@@ -185,6 +232,39 @@ class _Lane:
             self._conn.close()
         if error is None and self._error is not None:
             raise self._error
+
+    def put(self, batch: list[Envelope]) -> None:
+        """Hand a batch to the lane (raises what stopped the lane, if it did)."""
+        if self._projections:
+            self._put(batch)
+
+    def finish(self) -> None:
+        """No more batches: the lane builds its indexes and ends."""
+        if self._projections and not self._finished:
+            self._finished = True
+            self._put(None)
+
+    def _put(self, item: list[Envelope] | None) -> None:
+        while True:
+            if self._error is not None:
+                raise self._error
+            with contextlib.suppress(queue.Full):
+                self._queue.put(item, timeout=0.05)
+                return
+
+    def _run(self) -> None:
+        conn, t = self._conn, self._t
+        try:
+            while (batch := self._queue.get()) is not None:
+                _apply(conn, self._projections, t, batch, durable=False)
+            if self._error is None:
+                _build(conn, self._projections, self._indexes)
+        except BaseException as error:
+            self._error = error
+
+
+class _Stopped(Exception):
+    """The rebuild stopped (it raised): a lane must not build its indexes."""
 
     def put(self, batch: list[Envelope]) -> None:
         """Hand a batch to the lane (raises what stopped the lane, if it did)."""
@@ -202,10 +282,9 @@ class _Lane:
         conn, t = self._conn, self._t
         try:
             while (batch := self._queue.get()) is not None:
-                with conn.transaction(), conn.cursor() as cur:
-                    cur.execute(_ASYNC_COMMIT)
-                    for projection in self._projections:
-                        projection.apply(cur, t, batch)
+                _apply(conn, self._projections, t, batch, durable=False)
+            if self._error is None:
+                _build(conn, self._projections, self._indexes)
         except BaseException as error:
             self._error = error
 
@@ -356,16 +435,6 @@ def rebuild(
     started = time.perf_counter()
     with pool.connection() as conn:
         try:
-            # Secondary indexes are built once the fresh tables are full: one sort each,
-            # instead of an index insertion per row (the replay itself never uses them).
-            deferred = []
-            with conn.transaction():
-                for projection in projections:
-                    for statement in projection.create(fresh):
-                        if statement.as_string(conn).startswith("CREATE INDEX"):
-                            deferred.append(statement)
-                        else:
-                            conn.execute(statement)
             head = ledger.position()
             report.events = _fill(
                 ledger,
@@ -377,9 +446,6 @@ def rebuild(
                 batch_size,
                 progress,
             )
-            with conn.transaction():
-                for statement in deferred:
-                    conn.execute(statement)
             report.seconds = time.perf_counter() - started
             for projection in projections:
                 with conn.transaction(), conn.cursor() as cur:
