@@ -14,7 +14,7 @@ from eventsourcing.persistence import Notification
 
 from domain.ledger.sealing import SealingMapper
 
-__all__ = ["Envelope", "decode_batch", "event_id"]
+__all__ = ["Envelope", "EventKinds", "decode_batch", "event_id"]
 
 _log = logging.getLogger(__name__)
 _EVENT_IDS = uuid5(NAMESPACE_URL, "memledger:event-id")
@@ -34,6 +34,26 @@ def event_id(originator_id: UUID, version: int) -> UUID:
     object.__setattr__(made, "int", int.from_bytes(digest[:16]) & _CLEAR | _SET)
     object.__setattr__(made, "is_safe", SafeUUID.unknown)
     return made
+
+
+class EventKinds:
+    """What a projection does with each event class: the first base it matches, cached.
+
+    A batch meets a handful of classes, so one dict lookup per event replaces a chain of
+    isinstance checks; an unknown class (or `type(None)`, an unreadable event) gets `default`.
+    """
+
+    def __init__(self, table: Sequence[tuple[type, int]], default: int) -> None:
+        self._table = tuple(table)
+        self._default = default
+        self._cache: dict[type, int] = {}
+
+    def __call__(self, cls: type) -> int:
+        kind = self._cache.get(cls)
+        if kind is None:
+            kind = next((k for base, k in self._table if issubclass(cls, base)), self._default)
+            self._cache[cls] = kind
+        return kind
 
 
 @dataclass(frozen=True, slots=True)

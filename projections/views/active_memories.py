@@ -10,7 +10,7 @@ from psycopg.sql import SQL, Composed
 
 from domain.model.memory import Memory
 from projections.base import Projection
-from projections.envelope import Envelope
+from projections.envelope import Envelope, EventKinds
 from projections.tables import Tables
 from projections.views._rows import RowChanges
 
@@ -92,9 +92,7 @@ class ActiveMemories(Projection):
         change, delete = rows.change, rows.delete
         for envelope in batch:
             event = envelope.event
-            kind = _KINDS.get(type(event))
-            if kind is None:
-                kind = _kind(type(event))
+            kind = _KINDS(type(event))
             if kind == _OTHER:
                 continue  # not a memory event, or one this version does not know
             key = envelope.originator_id
@@ -145,12 +143,8 @@ class ActiveMemories(Projection):
 
 
 _CREATED, _CONTENT, _CONFIRMED, _SUPPRESSED, _RESTORED, _SCHEDULE, _FORGOTTEN, _OTHER = range(8)
-_KINDS: dict[type, int] = {}
-
-
-def _kind(cls: type) -> int:
-    """What an event class does here (cached: a batch meets a handful of classes)."""
-    kinds = (
+_KINDS = EventKinds(
+    (
         (Memory.Created, _CREATED),
         (Memory.ContentChanged, _CONTENT),
         (Memory.Confirmed, _CONFIRMED),
@@ -158,7 +152,6 @@ def _kind(cls: type) -> int:
         (Memory.Restored, _RESTORED),
         (Memory.ScheduleChanged, _SCHEDULE),
         (Memory.Forgotten, _FORGOTTEN),
-    )
-    kind = next((k for base, k in kinds if issubclass(cls, base)), _OTHER)
-    _KINDS[cls] = kind
-    return kind
+    ),
+    _OTHER,
+)

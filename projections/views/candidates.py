@@ -13,7 +13,7 @@ from domain.model.candidate import MemoryCandidate
 from domain.model.events import REDACTED
 from domain.model.memory import Memory
 from projections.base import Projection
-from projections.envelope import Envelope
+from projections.envelope import Envelope, EventKinds
 from projections.tables import Tables
 from projections.views._rows import RowChanges
 
@@ -103,9 +103,7 @@ class Candidates(Projection):
         forgotten: list[UUID] = []
         for envelope in batch:
             event = envelope.event
-            kind = _KINDS.get(type(event))
-            if kind is None:
-                kind = _kind(type(event))
+            kind = _KINDS(type(event))
             if kind == _OTHER:
                 continue
             key = envelope.originator_id
@@ -150,18 +148,13 @@ class Candidates(Projection):
 
 
 _PROPOSED, _ACCEPTED, _REJECTED, _EXPIRED, _FORGOTTEN, _OTHER = range(6)
-_KINDS: dict[type, int] = {}
-
-
-def _kind(cls: type) -> int:
-    """What an event class does here (cached: a batch meets a handful of classes)."""
-    kinds = (
+_KINDS = EventKinds(
+    (
         (MemoryCandidate.Proposed, _PROPOSED),
         (MemoryCandidate.Accepted, _ACCEPTED),
         (MemoryCandidate.Rejected, _REJECTED),
         (MemoryCandidate.Expired, _EXPIRED),
         (Memory.Forgotten, _FORGOTTEN),
-    )
-    kind = next((k for base, k in kinds if issubclass(cls, base)), _OTHER)
-    _KINDS[cls] = kind
-    return kind
+    ),
+    _OTHER,
+)

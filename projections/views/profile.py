@@ -28,7 +28,7 @@ from psycopg.sql import SQL, Composed
 from domain.model.memory import Memory
 from domain.model.values import SOURCE_TYPES, Scope
 from projections.base import Projection
-from projections.envelope import Envelope
+from projections.envelope import Envelope, EventKinds
 from projections.profile_rules import FIELDS, MemoryFacts, derive
 from projections.tables import Tables
 from projections.views._rows import RowChanges, copy_rows
@@ -92,7 +92,7 @@ class Profile(Projection):
         ]
 
     def apply(self, cur: Cursor[Any], t: Tables, batch: Sequence[Envelope]) -> None:
-        kinds = [_KINDS.get(type(e.event)) or _kind(type(e.event)) for e in batch]
+        kinds = [_KINDS(type(e.event)) for e in batch]
         stored = _stored(cur, t, batch, kinds)
         memories = RowChanges(t["profile_memories"], "memory_id", _MEMORY_COLUMNS, _TYPES)
         state: dict[UUID, _Memory] = {}
@@ -145,7 +145,19 @@ class Profile(Projection):
 
 _CREATED, _CONTENT, _CONFIRMED, _SUPPRESSED, _RESTORED, _SCHEDULE, _FORGOTTEN = range(1, 8)
 _MEMORY_EVENT, _OTHER = 8, 9
-_KINDS: dict[type, int] = {}
+_KINDS = EventKinds(
+    (
+        (Memory.Created, _CREATED),
+        (Memory.ContentChanged, _CONTENT),
+        (Memory.Confirmed, _CONFIRMED),
+        (Memory.Suppressed, _SUPPRESSED),
+        (Memory.Restored, _RESTORED),
+        (Memory.ScheduleChanged, _SCHEDULE),
+        (Memory.Forgotten, _FORGOTTEN),
+        (Memory.Event, _MEMORY_EVENT),
+    ),
+    _OTHER,
+)
 _TYPES = {
     "memory_id": "uuid",
     "user_id": "text",
@@ -164,23 +176,6 @@ _SOURCE_COLUMNS = (
     "updated_at",
 )
 _SOURCE_TYPES = ("text", "uuid", "text", "text", "text", "text", "bool", "timestamptz")
-
-
-def _kind(cls: type) -> int:
-    """What an event class does here (cached: a batch meets a handful of classes)."""
-    kinds = (
-        (Memory.Created, _CREATED),
-        (Memory.ContentChanged, _CONTENT),
-        (Memory.Confirmed, _CONFIRMED),
-        (Memory.Suppressed, _SUPPRESSED),
-        (Memory.Restored, _RESTORED),
-        (Memory.ScheduleChanged, _SCHEDULE),
-        (Memory.Forgotten, _FORGOTTEN),
-        (Memory.Event, _MEMORY_EVENT),
-    )
-    kind = next((k for base, k in kinds if issubclass(cls, base)), _OTHER)
-    _KINDS[cls] = kind
-    return kind
 
 
 def _derive(memory: _Memory, event: Any) -> dict[str, str]:
