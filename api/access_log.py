@@ -1,4 +1,7 @@
-"""The access audit of section 17: agent reads, searches and denials, recorded off the hot path.
+"""The access audit of section 17: reads, searches and denials, recorded off the hot path.
+
+Recorded: what the agent tools return (search, list), what the management and legacy API
+return to the user (list, get, versions: tool names `api.*`), and every policy denial.
 
 A tool call only appends an `AccessEntry` to an in-memory queue (a lock and a list append, no
 I/O). A background thread saves the queue to the ledger in batches, one transaction each
@@ -71,8 +74,10 @@ class AccessLog:
         """A search returned these memories (in rank order; none is recorded too)."""
         self._add(self._results("search", user_id, tool, workspace, hits))
 
-    def read(self, user_id: str, tool: str, workspace: str, hits: Sequence[AccessHit]) -> None:
-        """A read tool (list) returned these memories."""
+    def read(
+        self, user_id: str, tool: str, workspace: str | None, hits: Sequence[AccessHit]
+    ) -> None:
+        """A read tool (list) or a management read (`api.*`) returned these memories."""
         self._add(self._results("read", user_id, tool, workspace, hits))
 
     def denied(self, user_id: str, tool: str, workspace: str | None, reason: str) -> None:
@@ -88,7 +93,7 @@ class AccessLog:
         self._add([entry])
 
     def _results(
-        self, kind: str, user_id: str, tool: str, workspace: str, hits: Sequence[AccessHit]
+        self, kind: str, user_id: str, tool: str, workspace: str | None, hits: Sequence[AccessHit]
     ) -> list[AccessEntry]:
         return result_entries(
             kind,

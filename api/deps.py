@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import Depends, Header, Request
 
@@ -13,6 +14,7 @@ from api.access_log import AccessLog
 from api.auth import Identity, InvalidToken, verify_token
 from api.metrics import Metrics
 from domain.errors import LedgerUnavailable
+from domain.ledger.access import AccessHit
 from domain.ledger.ledger import MemoryLedger
 from domain.ledger.views import Outcome
 from projections.queries import Reads
@@ -48,6 +50,27 @@ class Services:
             with self._lock:
                 self._written[user_id] = max(self._written.get(user_id, 0), outcome.position)
         return outcome
+
+    def record_read(
+        self,
+        user_id: str,
+        via: str,
+        rows: Iterable[Mapping[str, Any]],
+        *,
+        workspace: str | None = None,
+    ) -> None:
+        """Record for audit (`memory.read`) which memories a read returned, in order, by id.
+
+        `via` names the tool or management endpoint (`api.get_memory`, …); rows need
+        memory_id, scope_type, workspace_type and revision. Queued, never awaited.
+        """
+        if self.access_log is None:
+            return
+        hits = [
+            AccessHit(r["memory_id"], r["scope_type"], r["workspace_type"], r.get("revision"))
+            for r in rows
+        ]
+        self.access_log.read(user_id, via, workspace, hits)
 
     def close(self) -> None:
         """At shutdown: write the access records still queued."""

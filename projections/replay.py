@@ -23,6 +23,7 @@ from eventsourcing.utils import get_topic
 
 from domain.ledger.ledger import MemoryLedger
 from domain.ledger.sealing import SealingMapper
+from domain.model.access import AccessRecord
 from domain.model.candidate import MemoryCandidate
 from domain.model.events import personal_fields
 from domain.model.memory import Memory
@@ -72,6 +73,7 @@ class _Filter:
             note.originator_id,
             clear.get("target_memory_id"),
             clear.get("resulting_memory_id"),
+            clear.get("memory_id"),  # an access record: a read or search that returned it
         ):
             return False
         if self.since is None and self.before is None:
@@ -99,8 +101,9 @@ def replay_events(
 
     Positions `after < position <= until`; times `since <= occurred_at < before` (naive times
     are UTC). `memory_id` keeps the memory's own events and the candidate events that target
-    it or resulted in it. An event of a type this version cannot read is kept with
-    `aggregate: "unknown"` and empty `data`.
+    it or resulted in it, and the access records (reads, searches) that returned it. Access
+    records replay as `aggregate: "access"`. An event of a type this version cannot read is
+    kept with `aggregate: "unknown"` and empty `data`.
     """
     wanted = _Filter(
         user_id,
@@ -200,6 +203,8 @@ def _aggregate(event: object) -> str:
         return "candidate"
     if isinstance(event, MemorySettings.Event):
         return "settings"
+    if isinstance(event, AccessRecord.Event):
+        return "access"
     return "unknown"
 
 

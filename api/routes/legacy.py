@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import APIRouter, Path, Response
 
 from api.deps import CurrentIdentity, FreshReads, ServicesDep
@@ -14,19 +16,24 @@ router = APIRouter(prefix="/me/memories", tags=["legacy"])
 
 
 @router.get("", response_model=list[LegacyMemory])
-def list_global_memories(identity: CurrentIdentity, reads: FreshReads) -> list[LegacyMemory]:
+def list_global_memories(
+    identity: CurrentIdentity, reads: FreshReads, services: ServicesDep
+) -> list[LegacyMemory]:
     """The caller's active global memories as {memory_key, content, category}."""
     found: list[LegacyMemory] = []
+    returned: list[dict[str, Any]] = []
     cursor = None
     while True:
         page = reads.memories(
             identity.user_id, scope_type="global", status="active", limit=200, cursor=cursor
         )
+        returned += page.items
         found += [
             LegacyMemory.model_validate({k: r[k] for k in LegacyMemory.model_fields})
             for r in page.items
         ]
         if page.next_cursor is None:
+            services.record_read(identity.user_id, "api.legacy_list_memories", returned)
             return found
         cursor = page.next_cursor
 

@@ -43,6 +43,7 @@ def _live_row(reads: Reads, user_id: str, memory_id: UUID) -> dict[str, Any]:
 def list_memories(
     identity: CurrentIdentity,
     reads: FreshReads,
+    services: ServicesDep,
     scope_type: Literal["global", "workspace"] | None = None,
     workspace_type: WorkspaceType | None = None,
     status_: Annotated[Literal["active", "suppressed"] | None, Query(alias="status")] = None,
@@ -60,6 +61,7 @@ def list_memories(
         limit=limit,
         cursor=cursor,
     )
+    services.record_read(identity.user_id, "api.list_memories", page.items)
     return MemoryPage(items=[memory_out(r) for r in page.items], next_cursor=page.next_cursor)
 
 
@@ -91,9 +93,13 @@ def create_memory(
 
 
 @router.get("/{memory_id}", response_model=MemoryOut)
-def get_memory(memory_id: UUID, identity: CurrentIdentity, reads: FreshReads) -> MemoryOut:
+def get_memory(
+    memory_id: UUID, identity: CurrentIdentity, reads: FreshReads, services: ServicesDep
+) -> MemoryOut:
     """One memory."""
-    return memory_out(_live_row(reads, identity.user_id, memory_id))
+    row = _live_row(reads, identity.user_id, memory_id)
+    services.record_read(identity.user_id, "api.get_memory", [row])
+    return memory_out(row)
 
 
 @router.patch("/{memory_id}", response_model=MemoryOut)
@@ -141,10 +147,13 @@ def restore_memory(memory_id: UUID, identity: CurrentIdentity, services: Service
 
 
 @router.get("/{memory_id}/versions", response_model=VersionList)
-def list_versions(memory_id: UUID, identity: CurrentIdentity, reads: FreshReads) -> VersionList:
+def list_versions(
+    memory_id: UUID, identity: CurrentIdentity, reads: FreshReads, services: ServicesDep
+) -> VersionList:
     """Every content version, ascending revision."""
-    _live_row(reads, identity.user_id, memory_id)
+    row = _live_row(reads, identity.user_id, memory_id)
     rows = reads.versions(identity.user_id, memory_id)
+    services.record_read(identity.user_id, "api.list_versions", [row])
     return VersionList(items=[VersionOut.model_validate(r) for r in rows])
 
 

@@ -145,16 +145,7 @@ def list_core_memories(
         rows = reads.retrievable_memories(
             identity.user_id, scopes, now=services.ledger.clock(), limit=LIST_LIMIT
         )
-        if services.access_log is not None:
-            services.access_log.read(
-                identity.user_id,
-                "list_core_memories",
-                workspace,
-                [
-                    AccessHit(r["memory_id"], r["scope_type"], r["workspace_type"], r["revision"])
-                    for r in rows
-                ],
-            )
+        services.record_read(identity.user_id, "list_core_memories", rows, workspace=workspace)
         return ListResult(items=[memory_out(r) for r in rows])
 
 

@@ -475,3 +475,46 @@ def test_accepting_a_candidate_with_an_edit_is_checked(
 
     assert accepted.status_code == 422
     assert "Research Project Profile" in accepted.json()["detail"]
+
+
+def test_management_reads_record_what_they_returned(
+    client: TestClient, auth: Auth, services: Services
+) -> None:
+    """The user's own reads through the management and legacy API are audited like tool reads."""
+    first = remember(client, auth, memory_key="k1", content="fact one")
+    second = remember(client, auth, memory_key="k2", content="fact two")
+    headers = auth("alice")
+
+    listed = client.get(BASE, headers=headers | {"X-Request-ID": "req-list"}).json()["items"]
+    client.get(f"{BASE}/{first['memory_id']}", headers=headers | {"X-Request-ID": "req-get"})
+    client.get(
+        f"{BASE}/{second['memory_id']}/versions", headers=headers | {"X-Request-ID": "req-ver"}
+    )
+    client.get("/me/memories", headers=headers | {"X-Request-ID": "req-legacy"})
+
+    reads = [
+        (r["request_id"], r["memory_id"], r["revision"])
+        for r in audit(client, auth, services)
+        if r["event_type"] == "memory.read"
+    ]
+    assert reads[:2] == [("req-list", m["memory_id"], 1) for m in listed]
+    assert reads[2:] == [
+        ("req-get", first["memory_id"], 1),
+        ("req-ver", second["memory_id"], 1),
+        *sorted(
+            [("req-legacy", m["memory_id"], 1) for m in (first, second)],
+            key=lambda r: [m["memory_id"] for m in listed].index(r[1]),
+        ),
+    ]
+
+
+def test_a_refused_management_read_records_nothing(
+    client: TestClient, auth: Auth, services: Services
+) -> None:
+    memory = remember(client, auth)
+
+    stranger = client.get(f"{BASE}/{memory['memory_id']}", headers=auth("mallory"))
+    missing = client.get(f"{BASE}/{uuid.uuid4()}/versions", headers=auth("alice"))
+
+    assert (stranger.status_code, missing.status_code) == (404, 404)
+    assert [r for r in audit(client, auth, services) if r["event_type"] == "memory.read"] == []

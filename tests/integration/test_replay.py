@@ -15,6 +15,7 @@ import pytest
 from psycopg import sql
 
 from domain.errors import MemoryForgotten
+from domain.ledger.access import AccessHit, result_entries
 from domain.ledger.ledger import MemoryLedger
 from domain.ledger.views import MemoryView
 from domain.model.events import REDACTED
@@ -312,3 +313,34 @@ def test_as_of_replays_each_memory_only_up_to_its_first_later_event(
     assert as_of(ledger, "alice", behind) == []  # not created yet: its update does not count
     (now,) = as_of(ledger, "alice", datetime.now(UTC))
     assert (now["content"], now["revision"]) == ("second", 2)
+
+
+def test_access_records_replay_as_access_and_follow_their_memory(ledger: MemoryLedger) -> None:
+    memory = ledger.create_memory(
+        "alice", scope=GLOBAL, memory_key="style", content="examples first", category="preference"
+    ).memory
+    other = ledger.create_memory(
+        "alice", scope=GLOBAL, memory_key="lang", content="answer in Python", category="preference"
+    ).memory
+    hits = [AccessHit(m.memory_id, "global", None, m.revision) for m in (memory, other)]
+    entries = result_entries(
+        "read",
+        user_id="alice",
+        tool="api.list_memories",
+        workspace=None,
+        request_id="req-7",
+        hits=hits,
+        at=datetime.now(UTC),
+    )
+    ledger.record_access(entries)
+
+    reads = [r for r in replay_events(ledger) if r["event_type"] == "memory.read"]
+    assert [(r["aggregate"], r["request_id"], r["revision"]) for r in reads] == [
+        ("access", "req-7", 1),
+        ("access", "req-7", 1),
+    ]
+    assert [r["data"]["memory_id"] for r in reads] == [str(memory.memory_id), str(other.memory_id)]
+    assert reads[0]["data"]["tool"] == "api.list_memories" and not reads[0]["redacted"]
+
+    about = list(replay_events(ledger, memory_id=memory.memory_id))
+    assert [r["event_type"] for r in about] == ["memory.created", "memory.read"]
