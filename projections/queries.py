@@ -16,14 +16,17 @@ from psycopg_pool import ConnectionPool
 
 from domain.model.text import normalise_key
 from domain.model.values import Scope
+from projections.profile_rules import FIELDS
 from projections.search import MAX_LIMIT, named_categories, query_terms
 from projections.tables import Tables
 from projections.views.active_memories import COLUMNS as MEMORY_COLUMNS
+from projections.views.profile_changes import TABLE as PROFILE_CHANGES
 from projections.views.search_terms import COLUMNS as SEARCH_COLUMNS
 from projections.views.search_terms import SEP
 
 __all__ = ["InvalidCursor", "Page", "Reads"]
 
+_MAX_CHANGES = len(FIELDS)  # profile changes one event can cause: one per field at most
 _MEMORY = SQL(", ").join(SQL(c) for c in ("memory_id", *MEMORY_COLUMNS))
 _SEARCH = SQL(", ").join(SQL(c) for c in SEARCH_COLUMNS if c not in ("terms", "key_terms"))
 
@@ -164,7 +167,14 @@ class Reads:
         user_id: str | None = None,
         memory_id: UUID | None = None,
     ) -> list[dict[str, Any]]:
-        """Audit rows after a position, ascending; never content or keys."""
+        """Audit rows after a position, ascending; never content or keys.
+
+        Each ledger event's row is followed by the profile changes it caused (same position,
+        `memory.projection_created` / `_removed`, from the profile projection). A page never
+        splits one position's rows, so paging by position loses none: when the `limit`-th row
+        is not its position's last, that position is left for the next page, unless it is the
+        page's only one (then all its rows come, a few more than `limit`).
+        """
         where = [SQL("position > %s")]
         params: list[Any] = [after]
         if user_id is not None:
@@ -173,14 +183,25 @@ class Reads:
         if memory_id is not None:
             where.append(SQL("memory_id = %s"))
             params.append(memory_id)
-        return self._all(
-            SQL(
-                "SELECT position, event_id, event_type, memory_id, user_id, scope_type,"
-                " workspace_type, revision, content_hash, occurred_at, request_id FROM {}"
-                " WHERE {} ORDER BY position LIMIT %s"
-            ).format(self.t["audit_log"], SQL(" AND ").join(where)),
-            (*params, limit),
-        )
+        condition = SQL(" AND ").join(where)
+        query = SQL(
+            "SELECT position, 0 AS seq, event_id, event_type, memory_id, user_id, scope_type,"
+            " workspace_type, revision, content_hash, occurred_at, request_id FROM {audit}"
+            " WHERE {condition}"
+            " UNION ALL SELECT position, seq, event_id, event_type, memory_id, user_id,"
+            " scope_type, workspace_type, revision, NULL, occurred_at, request_id FROM {changes}"
+            " WHERE {condition} ORDER BY position, seq LIMIT %s"
+        ).format(audit=self.t["audit_log"], changes=self.t[PROFILE_CHANGES], condition=condition)
+        rows = self._all(query, (*params, *params, limit + 1))
+        if len(rows) > limit:
+            last = rows[limit]["position"]
+            rows = [r for r in rows[:limit] if r["position"] != last]
+            if not rows:  # one position holds more rows than the limit: return them all
+                rows = self._all(query, (*params, *params, limit + _MAX_CHANGES + 1))
+                rows = [r for r in rows if r["position"] == last]
+        for row in rows:
+            del row["seq"]
+        return rows
 
     def expired_count(self) -> int:
         """How many live memories are past their expiry (a section 17 metric)."""

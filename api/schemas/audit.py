@@ -20,7 +20,10 @@ class AuditEvent(BaseModel):
     event_type: str = Field(
         description="`memory.created`, `memory.updated`, `memory.version_restored`, "
         "`memory.suppressed`, `memory.restored`, `memory.deleted`, `memory.candidate_*`, "
-        "`memory.settings_changed`, …",
+        "`memory.settings_changed`, `memory.read`, `memory.search`, `memory.policy_denied`, "
+        "and `memory.projection_created` / `memory.projection_removed` (the memory started or "
+        "stopped feeding a profile field; these follow the event that caused them, at its "
+        "position, and are deleted when the memory is forgotten)",
         examples=["memory.created"],
     )
     memory_id: UUID | None = Field(

@@ -17,7 +17,7 @@ holding back the other projections or any write.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 from uuid import UUID
@@ -31,6 +31,7 @@ from projections.base import Projection
 from projections.envelope import Envelope, EventKinds
 from projections.profile_rules import FIELDS, MemoryFacts, derive
 from projections.tables import Tables
+from projections.views import profile_changes
 from projections.views._rows import RowChanges, copy_rows
 
 __all__ = ["Profile", "ProfileField", "profile_of"]
@@ -56,13 +57,18 @@ class _Memory:
     rows: dict[str, str] | None = None  # field -> value derived in this batch; None: keep stored
     asserted_at: datetime | None = None
     status_changed: bool = False
+    fields: dict[str, str] = field(default_factory=dict)  # what it derives now (active or not)
+
+    def effective(self) -> dict[str, str]:
+        """The fields this memory feeds the profile with: none while suppressed."""
+        return self.fields if self.active else {}
 
 
 class Profile(Projection):
     """Profile fields per user, each keeping the memories it came from."""
 
     name = "profile"
-    tables = ("profile_sources", "profile_memories")
+    tables = ("profile_sources", "profile_memories", profile_changes.TABLE)
 
     def create(self, t: Tables) -> list[Composed]:
         return [
@@ -89,12 +95,14 @@ class Profile(Projection):
                 " active boolean NOT NULL,"
                 " expires_at timestamptz NULL)"
             ).format(t["profile_memories"]),
+            *profile_changes.create_statements(t),
         ]
 
     def apply(self, cur: Cursor[Any], t: Tables, batch: Sequence[Envelope]) -> None:
         kinds = [_KINDS(type(e.event)) for e in batch]
         stored = _stored(cur, t, batch, kinds)
         memories = RowChanges(t["profile_memories"], "memory_id", _MEMORY_COLUMNS, _TYPES)
+        changes = profile_changes.ProfileDiff()
         state: dict[UUID, _Memory] = {}
         created: set[UUID] = set()
         forgotten: set[UUID] = set()
@@ -118,13 +126,15 @@ class Profile(Projection):
                 )
             memory = state.get(memory_id)
             if memory is None:
-                memory = state[memory_id] = _Memory(*stored.get(memory_id, ("", True)))
+                key, active, fields = stored.get(memory_id, ("", True, {}))
+                memory = state[memory_id] = _Memory(key, active, fields=fields)
             memory.owner = (event.user_id, event.scope_type, event.workspace_type)
+            before = memory.effective()
             if kind in (_CREATED, _CONTENT):
                 # Only explicit or confirmed memories feed the profile; the ledger admits
                 # no others, and only Created says which a memory is.
                 trusted = getattr(event, "source_type", "explicit") in SOURCE_TYPES
-                memory.rows = _derive(memory, event) if trusted else {}
+                memory.rows = memory.fields = _derive(memory, event) if trusted else {}
                 memory.asserted_at = event.timestamp
             elif kind == _CONFIRMED:
                 memory.asserted_at = event.timestamp
@@ -138,13 +148,18 @@ class Profile(Projection):
                 state.pop(memory_id)
                 forgotten.add(memory_id)
                 memories.delete(memory_id)
+                changes.forget(memory_id)
+                continue
             # other memory events (future ones) leave the profile alone
+            changes.record(envelope, memory.owner, before, memory.effective())
         memories.flush(cur)
         _write_sources(cur, t, state, forgotten, created)
+        changes.write(cur, t)
 
 
 _CREATED, _CONTENT, _CONFIRMED, _SUPPRESSED, _RESTORED, _SCHEDULE, _FORGOTTEN = range(1, 8)
 _MEMORY_EVENT, _OTHER = 8, 9
+_CHANGING = frozenset((_CONTENT, _SUPPRESSED, _RESTORED, _FORGOTTEN))
 _KINDS = EventKinds(
     (
         (Memory.Created, _CREATED),
@@ -187,23 +202,29 @@ def _derive(memory: _Memory, event: Any) -> dict[str, str]:
 
 def _stored(
     cur: Cursor[Any], t: Tables, batch: Sequence[Envelope], kinds: Sequence[int]
-) -> dict[UUID, tuple[str, bool]]:
-    """Key and status of the memories whose content changes here but which began earlier."""
+) -> dict[UUID, tuple[str, bool, dict[str, str]]]:
+    """Key, status and derived fields of the memories this batch changes that began earlier."""
     created = {e.originator_id for e, kind in zip(batch, kinds, strict=True) if kind == _CREATED}
     wanted = {
         e.originator_id
         for e, kind in zip(batch, kinds, strict=True)
-        if kind == _CONTENT and e.originator_id not in created
+        if kind in _CHANGING and e.originator_id not in created
     }
     if not wanted:
         return {}
     cur.execute(
-        SQL("SELECT memory_id, memory_key, active FROM {} WHERE memory_id = ANY(%s)").format(
-            t["profile_memories"]
-        ),
+        SQL(
+            "SELECT m.memory_id, m.memory_key, m.active, s.field, s.value"
+            " FROM {} AS m LEFT JOIN {} AS s USING (memory_id) WHERE m.memory_id = ANY(%s)"
+        ).format(t["profile_memories"], t["profile_sources"]),
         (list(wanted),),
     )
-    return {row[0]: (row[1], row[2]) for row in cur.fetchall()}
+    found: dict[UUID, tuple[str, bool, dict[str, str]]] = {}
+    for memory_id, key, active, name, value in cur.fetchall():
+        fields = found.setdefault(memory_id, (key, active, {}))[2]
+        if name is not None:
+            fields[name] = value
+    return found
 
 
 def _write_sources(

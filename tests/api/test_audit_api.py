@@ -125,7 +125,11 @@ def test_only_auditors_read_the_trail(client: TestClient, auth: Auth) -> None:
         assert denied.json()["reason"] == "not_auditor"
         assert isinstance(denied.json()["detail"], str)
     allowed = client.get(AUDIT, headers=auth("alice", roles=["admin", "auditor"]))
-    assert allowed.status_code == 200 and len(allowed.json()["items"]) == 1
+    assert allowed.status_code == 200
+    assert [i["event_type"] for i in allowed.json()["items"]] == [
+        "memory.created",
+        "memory.projection_created",  # "I prefer examples first" feeds the profile
+    ]
 
 
 @pytest.mark.parametrize(
@@ -188,3 +192,38 @@ def test_defaults_are_after_0_and_limit_100(client: TestClient, auth: Auth) -> N
         create(client, auth, memory_key=f"k{i}", content=f"fact {i}")
     page = client.get(AUDIT, headers=auditor(auth)).json()
     assert len(page["items"]) == 3 and page["items"][0]["position"] >= 1
+
+
+def test_profile_changes_follow_their_event_and_pages_never_split_an_event(
+    client: TestClient, auth: Auth
+) -> None:
+    # Two profile fields from one memory: its creation is three rows at one position.
+    memory = create(client, auth, content="我喜欢先看例子再理解定义,请用中文回答")
+    client.post(f"{BASE}/{memory['memory_id']}/suppress", headers=auth())
+    everything = client.get(AUDIT, headers=auditor(auth)).json()["items"]
+    kinds = [(i["event_type"], i["position"]) for i in everything]
+    created, suppressed = everything[0]["position"], everything[-1]["position"]
+    assert kinds == [
+        ("memory.created", created),
+        ("memory.projection_created", created),
+        ("memory.projection_created", created),
+        ("memory.suppressed", suppressed),
+        ("memory.projection_removed", suppressed),
+        ("memory.projection_removed", suppressed),
+    ]
+    derived = everything[1:3] + everything[4:]
+    assert all(i["memory_id"] == memory["memory_id"] and i["content_hash"] is None for i in derived)
+    assert len({i["event_id"] for i in everything}) == 6
+
+    def walk(limit: int) -> list[list[tuple[str, int]]]:
+        pages, after = [], 0
+        while items := client.get(
+            AUDIT, params={"after": after, "limit": limit}, headers=auditor(auth)
+        ).json()["items"]:
+            pages.append([(i["event_type"], i["position"]) for i in items])
+            after = items[-1]["position"]
+        return pages
+
+    assert walk(4) == [kinds[:3], kinds[3:]]  # the 4th row would split the suppression
+    assert walk(1) == [kinds[:3], kinds[3:]]  # one event's rows come together, whatever the limit
+    assert walk(6) == [kinds]

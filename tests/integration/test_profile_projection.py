@@ -256,3 +256,59 @@ def test_a_failing_profile_never_blocks_the_other_projections_or_writes(
     fixed = make_worker()  # once fixed (a restart), the profile catches up on its own
     assert set(profile(fixed)) == {"explanation_preference", "response_language"}
     assert set(fixed.positions().values()) == {ledger.position()}
+
+
+def changes(database_url: str, schema: str) -> list[tuple[Any, ...]]:
+    """The audit rows of profile changes, in ledger order: (type, memory, revision)."""
+    with psycopg.connect(database_url) as conn:
+        query = sql.SQL(
+            "SELECT event_type, memory_id, revision FROM {} ORDER BY position, seq"
+        ).format(Tables(schema)["profile_changes"])
+        return conn.execute(query).fetchall()
+
+
+def test_each_change_to_what_a_memory_feeds_the_profile_is_audited(
+    ledger: MemoryLedger, worker: ProjectionWorker, database_url: str, pg_schema: str
+) -> None:
+    made, gone = "memory.projection_created", "memory.projection_removed"
+    m = remember(ledger, "I prefer examples before definitions")
+    remember(ledger, "I like green tea")  # feeds no field: no row
+    ledger.suppress_memory("alice", m)
+    ledger.restore_memory("alice", m)
+    ledger.confirm_memory("alice", m)  # re-asserts, changes nothing
+    ledger.update_memory("alice", m, expected_revision=1, content="Please reply in English")
+    ledger.update_memory("alice", m, expected_revision=2, category="goal")  # no profile category
+    worker.catch_up()
+    assert changes(database_url, pg_schema) == [
+        (made, m, 1),
+        (gone, m, 1),  # suppressed
+        (made, m, 1),  # restored
+        (gone, m, 2),  # explanation_preference no longer stated ...
+        (made, m, 2),  # ... response_language now is (fields in name order)
+        (gone, m, 3),
+    ]
+
+    ledger.update_memory("alice", m, expected_revision=3, category="preference")
+    worker.catch_up()
+    assert changes(database_url, pg_schema)[-1] == (made, m, 4)
+
+    ledger.forget_memory("alice", m)
+    worker.catch_up()
+    assert changes(database_url, pg_schema) == []  # derived from shredded content: gone too
+    assert profile(worker) == {}
+
+
+def test_profile_changes_are_the_same_live_and_rebuilt_across_a_forget(
+    ledger: MemoryLedger, worker: ProjectionWorker, database_url: str, pg_schema: str
+) -> None:
+    kept = remember(ledger, "I prefer examples before definitions")
+    lost = remember(ledger, "请用中文回答", scope=LEARNING)
+    worker.catch_up()  # the live run sees lost's content before it is shredded
+    ledger.suppress_memory("alice", kept)
+    ledger.forget_memory("alice", lost)
+    worker.catch_up()
+    live = changes(database_url, pg_schema)
+    assert [row[1] for row in live] == [kept, kept]
+    report = rebuild(ledger, worker.pool, pg_schema, [Profile()])
+    assert report.identical, report.differences
+    assert changes(database_url, pg_schema) == live
