@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import UUID
@@ -15,6 +15,8 @@ from hypothesis import strategies as st
 from domain.errors import CandidateNotPending, InvalidInput
 from domain.model.candidate import CANDIDATE_TTL, MemoryCandidate
 from domain.model.events import REDACTED
+from tests.unit.domain.aggregate_steps import given as steps_given
+from tests.unit.domain.aggregate_steps import replay, state, then
 
 CANDIDATE_ID = UUID("00000000-0000-4000-8000-0000000000c1")
 MEMORY_ID = UUID("00000000-0000-4000-8000-000000000001")
@@ -47,29 +49,9 @@ def proposed_fields(**overrides: Any) -> dict[str, Any]:
     return fields
 
 
-def replay(events: Iterable[Any]) -> Any:
-    aggregate = None
-    for event in events:
-        aggregate = event.mutate(aggregate)
-    return aggregate
-
-
-def state(candidate: MemoryCandidate) -> dict[str, Any]:
-    return {name: value for name, value in vars(candidate).items() if name != "_pending_events"}
-
-
 def given(*steps: Step, **fields: Any) -> MemoryCandidate:
     """A candidate rebuilt from its Proposed event followed by `steps` (none pending)."""
-    scratch = MemoryCandidate.new(CANDIDATE_ID, **proposed_fields(**fields))
-    for step in steps:
-        step(scratch)
-    candidate = replay(scratch.collect_events())
-    assert isinstance(candidate, MemoryCandidate)
-    return candidate
-
-
-def then(candidate: MemoryCandidate) -> list[Any]:
-    return list(candidate.collect_events())
+    return steps_given(MemoryCandidate.new(CANDIDATE_ID, **proposed_fields(**fields)), *steps)
 
 
 def accepted() -> Step:

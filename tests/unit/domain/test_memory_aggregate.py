@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import UUID
@@ -16,6 +16,8 @@ from domain.errors import InvalidInput, MemoryForgotten, RevisionConflict
 from domain.model.memory import Memory, Version
 from domain.model.text import normalise_content
 from domain.model.values import CATEGORIES, Scope, check_content
+from tests.unit.domain.aggregate_steps import given as steps_given
+from tests.unit.domain.aggregate_steps import replay, state, then
 
 MEMORY_ID = UUID("00000000-0000-4000-8000-000000000001")
 CANDIDATE_ID = UUID("00000000-0000-4000-8000-0000000000c1")
@@ -48,31 +50,9 @@ def created_fields(**overrides: Any) -> dict[str, Any]:
     return fields
 
 
-def replay(events: Iterable[Any]) -> Any:
-    aggregate = None
-    for event in events:
-        aggregate = event.mutate(aggregate)
-    return aggregate
-
-
-def state(memory: Memory) -> dict[str, Any]:
-    """Everything the aggregate holds, apart from its not-yet-collected events."""
-    return {name: value for name, value in vars(memory).items() if name != "_pending_events"}
-
-
 def given(*steps: Step, **fields: Any) -> Memory:
     """A memory rebuilt from the events of its creation followed by `steps` (none pending)."""
-    scratch = Memory.new(MEMORY_ID, **created_fields(**fields))
-    for step in steps:
-        step(scratch)
-    memory = replay(scratch.collect_events())
-    assert isinstance(memory, Memory)
-    return memory
-
-
-def then(memory: Memory) -> list[Any]:
-    """The events the command recorded."""
-    return list(memory.collect_events())
+    return steps_given(Memory.new(MEMORY_ID, **created_fields(**fields)), *steps)
 
 
 def updated(content: str, category: str = "preference") -> Step:

@@ -2,37 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
 
 from domain.model.memory_settings import MemorySettings, settings_id
+from tests.unit.domain.aggregate_steps import given as steps_given
+from tests.unit.domain.aggregate_steps import replay, state, then
 
 Step = Callable[[MemorySettings], Any]
 
 
-def replay(events: Iterable[Any]) -> Any:
-    aggregate = None
-    for event in events:
-        aggregate = event.mutate(aggregate)
-    return aggregate
-
-
-def state(aggregate: MemorySettings) -> dict[str, Any]:
-    return {name: value for name, value in vars(aggregate).items() if name != "_pending_events"}
-
-
 def given(*steps: Step, user_id: str = "user-1") -> MemorySettings:
     """Settings rebuilt from their Created event followed by `steps` (none pending)."""
-    scratch = MemorySettings(user_id=user_id)
-    for step in steps:
-        step(scratch)
-    settings = replay(scratch.collect_events())
-    assert isinstance(settings, MemorySettings)
-    return settings
-
-
-def then(aggregate: MemorySettings) -> list[Any]:
-    return list(aggregate.collect_events())
+    return steps_given(MemorySettings(user_id=user_id), *steps)
 
 
 def changed(*, saved: bool | None = None, auto: bool | None = None) -> Step:
