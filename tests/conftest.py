@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import pathlib
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
@@ -53,8 +54,25 @@ def pg_schema(database_url: str) -> Iterator[str]:
     try:
         yield name
     finally:
-        with psycopg.connect(database_url, autocommit=True) as conn:
-            conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
+        drop_schema(database_url, name)
+
+
+def drop_schema(database_url: str, name: str, attempts: int = 5) -> None:
+    """Drop a schema and everything in it, retrying a deadlock.
+
+    Another run on the same server may be locking every table of the database one by one
+    (the shredding test's whole-database pg_dump), in another order than DROP ... CASCADE.
+    """
+    for attempt in range(attempts):
+        try:
+            with psycopg.connect(database_url, autocommit=True) as conn:
+                drop = sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name))
+                conn.execute(drop)
+            return
+        except psycopg.errors.DeadlockDetected:
+            if attempt == attempts - 1:
+                raise
+            time.sleep(0.2 * (attempt + 1))
 
 
 class Clock:
