@@ -24,7 +24,8 @@ memory matches), `status` (only a suppressed, forgotten or expired memory matche
 for a living") and `cross_language` (English for a Chinese memory or Chinese for an English one).
 The last two are what lexical search cannot answer and the hybrid ranker (projections/hybrid.py)
 is for; they are left out of the `guarded` summary (comparable with the lexical baseline) and
-counted in `all`. Relevance is labelled as a reader would judge it, not as the ranker happens to order. The
+counted in `all`.
+Relevance is labelled as a reader would judge it, not as the ranker happens to order. The
 misses the baseline records (listed by `scripts/eval_retrieval.py`) are lexical limits: a
 Chinese question sharing only a generic word with several memories (专业, 数据: the newest wins
 the tie), one whose shared bigram holds a function character (我带几个班), an acronym that is
