@@ -17,6 +17,7 @@ from api.metrics import StateCollector
 from api.middleware import RequestContext
 from api.routes import audit, candidates, legacy, memories, settings, tools
 from api.schemas.errors import ERROR_RESPONSES
+from projections.embedding.store import VectorReads
 
 __all__ = ["create_app"]
 
@@ -44,6 +45,8 @@ def create_app(services: Services, *, max_lag: int = 1000) -> FastAPI:
         StateCollector(
             lags=lambda: {s.name: s.lag for s in worker.status()} if worker else {},
             expired=services.reads.expired_count,
+            embeddings=lambda: services.embeddings.state() if services.embeddings else None,
+            unembedded=VectorReads(services.reads).without_vector,
         )
     )
     for module in (memories, legacy, candidates, settings, tools, audit):
@@ -65,7 +68,7 @@ def create_app(services: Services, *, max_lag: int = 1000) -> FastAPI:
             return JSONResponse(
                 {"status": "unavailable", "detail": type(error).__name__}, status_code=503
             )
-        body = {"ledger_position": position, "projection_lag": lags}
+        body = {"ledger_position": position, "projection_lag": lags, **_search_state(services)}
         if any(lag > max_lag for lag in lags.values()):
             return JSONResponse({"status": "lagging", **body}, status_code=503)
         return {"status": "ready", **body}
@@ -76,3 +79,19 @@ def create_app(services: Services, *, max_lag: int = 1000) -> FastAPI:
         return Response(generate_latest(services.metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
     return app
+
+
+def _search_state(services: Services) -> dict[str, Any]:
+    """Hybrid or lexical search: degraded (still ready) when embeddings are off or failing."""
+    state = services.embeddings.state() if services.embeddings is not None else None
+    if state is None or state.model_id is None:
+        embeddings = {"status": "off", "model": None, "detail": "no embedder configured"}
+    elif state.available:
+        embeddings = {"status": "ok", "model": state.model_id, "detail": None}
+    else:
+        embeddings = {"status": "failing", "model": state.model_id, "detail": state.error}
+    return {
+        "degraded": embeddings["status"] != "ok",
+        "search": "hybrid" if embeddings["status"] == "ok" else "lexical",
+        "embeddings": embeddings,
+    }

@@ -19,12 +19,15 @@ from api.metrics import Metrics
 from api.settings import Settings
 from domain.ledger.keyring import KeyringError, MasterKeyring, generate_master_key
 from domain.ledger.ledger import MemoryLedger
+from projections.embedding.configured import make_embedder
+from projections.embedding.service import EmbeddingService
 from projections.queries import Reads
 from projections.query_cache import QueryCache
 from projections.registry import all_projections
 from projections.worker import ProjectionWorker, ensure_tables
 
 __all__ = [
+    "build_embeddings",
     "build_ledger",
     "build_pool",
     "build_services",
@@ -119,15 +122,41 @@ def build_pool(settings: Settings, database_url: str, *, max_size: int = 4) -> C
     )
 
 
-def build_worker(settings: Settings, ledger: MemoryLedger, database_url: str) -> ProjectionWorker:
+def build_embeddings(settings: Settings) -> EmbeddingService:
+    """The configured embedder behind its service (off: a service without embedder)."""
+    api_key = settings.embedder_api_key
+    return EmbeddingService(
+        make_embedder(
+            settings.embedder,
+            model=settings.embedder_model,
+            url=settings.embedder_url,
+            api_key=api_key.get_secret_value() if api_key else None,
+            input_type=settings.embedder_input_type,
+            threads=settings.embedder_threads,
+            timeout=settings.embedder_timeout,
+        )
+    )
+
+
+def build_worker(
+    settings: Settings,
+    ledger: MemoryLedger,
+    database_url: str,
+    embeddings: EmbeddingService | None = None,
+) -> ProjectionWorker:
     """The projection worker over every projection, with its tables created if missing."""
     pool = build_pool(settings, database_url)
-    projections = all_projections()
+    projections = all_projections(embeddings)
     ensure_tables(pool, settings.db_schema, projections)
     return ProjectionWorker(ledger, pool, settings.db_schema, projections)
 
 
-def build_services(settings: Settings, ledger: MemoryLedger, worker: ProjectionWorker) -> Services:
+def build_services(
+    settings: Settings,
+    ledger: MemoryLedger,
+    worker: ProjectionWorker,
+    embeddings: EmbeddingService | None = None,
+) -> Services:
     """What the HTTP routes use: ledger, projection reads, metrics, JWT secret, audit, cache."""
     return Services(
         ledger=ledger,
@@ -137,6 +166,7 @@ def build_services(settings: Settings, ledger: MemoryLedger, worker: ProjectionW
         worker=worker,
         access_log=AccessLog(ledger),
         search_cache=QueryCache(ttl=settings.search_cache_ttl),
+        embeddings=embeddings,
     )
 
 

@@ -16,6 +16,7 @@ from api.settings import Settings
 
 if TYPE_CHECKING:
     from domain.ledger.ledger import MemoryLedger
+    from projections.embedding.service import EmbeddingService
     from projections.worker import ProjectionWorker
 
 __all__ = ["app", "main"]
@@ -53,6 +54,7 @@ def serve(
 
     from api.app import create_app
     from api.bootstrap import (
+        build_embeddings,
         build_ledger,
         build_services,
         build_worker,
@@ -71,7 +73,10 @@ def serve(
         typer.echo(f"memledger: {error}", err=True)
         raise typer.Exit(2) from None
     _complete_shredding(ledger)
-    projection_worker = build_worker(settings, ledger, url)
+    embeddings = build_embeddings(settings)
+    if embeddings.model_id is not None and not embeddings.warm_up():  # load the model now
+        typer.echo("memledger: the embedder is unavailable; search is lexical only", err=True)
+    projection_worker = build_worker(settings, ledger, url, embeddings)
     if worker:
         projection_worker.start()
     # uvicorn drains in-flight requests on SIGTERM, then re-raises the signal to the handler
@@ -81,7 +86,7 @@ def serve(
         configure_logging()
         uvicorn.run(
             create_app(
-                build_services(settings, ledger, projection_worker),
+                build_services(settings, ledger, projection_worker, embeddings),
                 max_lag=settings.max_projection_lag,
             ),
             host=host or settings.host,
@@ -195,6 +200,8 @@ def rebuild_projections(
         typer.echo(str(error.args[0]), err=True)
         raise typer.Exit(2) from None
     ledger, worker = _ledger_and_worker(settings)
+    embeddings = _embeddings_of(worker)
+    chosen = select(names or [], embeddings)  # vectors from the configured embedder
     columns = (
         TextColumn("{task.description}"),
         BarColumn(),
@@ -219,6 +226,14 @@ def rebuild_projections(
         f"rebuilt {', '.join(p.name for p in chosen)}: {report.events} events in "
         f"{report.seconds:.2f}s ({report.events_per_second:,.0f} events/s)"
     )
+    embedded = embeddings.state() if embeddings is not None else None
+    if embedded is not None and embedded.passages:
+        typer.echo(
+            f"  embedded {embedded.passages} memories with {embedded.model_id} "
+            f"({embedded.passages / max(embedded.passage_seconds, 1e-9):,.1f} embeddings/s)"
+        )
+    elif any(p.name == "embeddings" for p in chosen):
+        typer.echo("  no vectors computed: the embedder is off or unavailable")
     for table, count in report.differences.items():
         verdict = "identical to live" if count == 0 else f"{count} rows differed from live"
         typer.echo(f"  {table}: {verdict}")
@@ -287,11 +302,17 @@ def erase_user(
 
 
 def _ledger_and_worker(settings: Settings) -> tuple[MemoryLedger, ProjectionWorker]:
-    from api.bootstrap import build_ledger, build_worker, resolve_database_url
+    from api.bootstrap import build_embeddings, build_ledger, build_worker, resolve_database_url
 
     url = resolve_database_url(settings)
     ledger = build_ledger(settings, url)
-    return ledger, build_worker(settings, ledger, url)
+    return ledger, build_worker(settings, ledger, url, build_embeddings(settings))
+
+
+def _embeddings_of(worker: ProjectionWorker) -> EmbeddingService | None:
+    from projections.views.embeddings import Embeddings
+
+    return next((p.service for p in worker.projections if isinstance(p, Embeddings)), None)
 
 
 def _complete_shredding(ledger: MemoryLedger) -> None:

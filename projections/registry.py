@@ -5,9 +5,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from projections.base import Projection
+from projections.embedding.service import EmbeddingService
 from projections.views.active_memories import ActiveMemories
 from projections.views.audit_log import AuditLog
 from projections.views.candidates import Candidates
+from projections.views.embeddings import Embeddings
 from projections.views.memory_versions import MemoryVersions
 from projections.views.profile import Profile
 from projections.views.search_terms import SearchTerms
@@ -17,8 +19,8 @@ from projections.views.user_revisions import UserRevisions
 __all__ = ["all_projections", "select"]
 
 
-def all_projections() -> list[Projection]:
-    """A fresh instance of every projection."""
+def all_projections(embeddings: EmbeddingService | None = None) -> list[Projection]:
+    """A fresh instance of every projection (`embeddings`: the embedder vectors come from)."""
     return [
         ActiveMemories(),
         MemoryVersions(),
@@ -28,12 +30,13 @@ def all_projections() -> list[Projection]:
         UserRevisions(),
         Profile(),
         SearchTerms(),
+        Embeddings(embeddings),
     ]
 
 
-def select(names: Sequence[str]) -> list[Projection]:
+def select(names: Sequence[str], embeddings: EmbeddingService | None = None) -> list[Projection]:
     """The projections with these names (all when none); unknown names raise KeyError."""
-    known = {p.name: p for p in all_projections()}
+    known = {p.name: p for p in all_projections(embeddings)}
     if not names:
         return list(known.values())
     missing = [n for n in names if n not in known]

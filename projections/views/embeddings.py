@@ -1,0 +1,142 @@
+"""Embeddings: one vector per live memory (its key words and content), for hybrid search.
+
+A row per live memory (active or suppressed): `memory_key` (to embed new content with the
+key), the `revision` the vector was computed for, the embedder's `model` and the `vector`
+(float32 bytes, unit length). The vector is NULL when no embedder was available or it failed
+(search then ranks that memory lexically), and for a memory whose personal fields were
+redacted. A content change re-embeds the memory; forgetting it deletes the row. The texts of a
+batch are embedded in one call (a batch-sized model call, not one per event).
+
+Vectors are personal data derived from content: they live here only, are never logged,
+audited or exported, and go with the memory when it is forgotten. Enabling embeddings on an
+existing ledger (or changing the model) needs `memledger projections rebuild embeddings`,
+which fills every vector with progress; until then search uses the vectors it has.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+from uuid import UUID
+
+from psycopg import Cursor
+from psycopg.sql import SQL, Composed
+
+from domain.model.events import REDACTED
+from domain.model.memory import Memory
+from projections.base import Projection
+from projections.embedding.embedder import passage_text, to_bytes
+from projections.embedding.service import EmbeddingService
+from projections.envelope import Envelope, EventKinds
+from projections.tables import Tables
+from projections.views._rows import RowChanges
+
+__all__ = ["COLUMNS", "Embeddings"]
+
+COLUMNS = ("user_id", "memory_key", "revision", "model", "vector")
+TYPES = {
+    "memory_id": "uuid",
+    "user_id": "text",
+    "memory_key": "text",
+    "revision": "int4",
+    "model": "text",
+    "vector": "bytea",
+}
+
+
+class Embeddings(Projection):
+    """The embeddings projection; `service` None (or one without embedder) stores no vectors."""
+
+    name = "embeddings"
+    tables = ("embeddings",)
+
+    def __init__(self, service: EmbeddingService | None = None) -> None:
+        self.service = service
+
+    def create(self, t: Tables) -> list[Composed]:
+        table = t["embeddings"]
+        return [
+            SQL(
+                "CREATE TABLE IF NOT EXISTS {} ("
+                " memory_id uuid PRIMARY KEY,"
+                " user_id text NOT NULL,"
+                " memory_key text NOT NULL,"
+                " revision integer NOT NULL,"
+                " model text NULL,"
+                " vector bytea NULL)"
+            ).format(table),
+            SQL("CREATE INDEX IF NOT EXISTS {} ON {} (user_id)").format(
+                t.index("embeddings", "user"), table
+            ),
+        ]
+
+    def apply(self, cur: Cursor[Any], t: Tables, batch: Sequence[Envelope]) -> None:
+        table = t["embeddings"]
+        rows = RowChanges(table, "memory_id", COLUMNS, TYPES)
+        texts: dict[UUID, tuple[str | None, str]] = {}  # to embed: (key if unknown, content)
+        for envelope in batch:
+            event = envelope.event
+            kind = _KINDS(type(event))
+            key = envelope.originator_id
+            if kind == _CREATED:
+                rows.insert(
+                    key,
+                    {
+                        "user_id": event.user_id,
+                        "memory_key": event.memory_key,
+                        "revision": 1,
+                        "model": None,
+                        "vector": None,
+                    },
+                )
+                texts[key] = (event.memory_key, event.content)
+            elif kind == _CONTENT:
+                rows.change(key, {"revision": event.revision, "model": None, "vector": None})
+                known = rows.new.get(key)
+                texts[key] = (known["memory_key"] if known else None, event.content)
+            elif kind == _FORGOTTEN:
+                rows.delete(key)
+                texts.pop(key, None)
+        self._embed(cur, table, rows, texts)
+        rows.flush(cur)
+
+    def _embed(
+        self,
+        cur: Cursor[Any],
+        table: Composed,
+        rows: RowChanges,
+        texts: dict[UUID, tuple[str | None, str]],
+    ) -> None:
+        """Fill the vectors of the batch's new and changed memories, in one embedder call."""
+        service = self.service
+        if service is None or service.model_id is None or not texts:
+            return
+        unknown = [key for key, (memory_key, _) in texts.items() if memory_key is None]
+        keys: dict[UUID, str] = {}
+        if unknown:  # content changed on an older memory: its key is in the stored row
+            cur.execute(
+                SQL("SELECT memory_id, memory_key FROM {} WHERE memory_id = ANY(%s)").format(table),
+                (unknown,),
+            )
+            keys = {memory_id: memory_key for memory_id, memory_key in cur.fetchall()}
+        wanted: list[tuple[UUID, str]] = []
+        for key, (memory_key, content) in texts.items():
+            memory_key = memory_key or keys.get(key)
+            if memory_key is not None and REDACTED not in (memory_key, content):
+                wanted.append((key, passage_text(memory_key, content)))
+        vectors = service.passages([text for _, text in wanted]) if wanted else None
+        if vectors is None:
+            return  # off or failing: the rows keep no vector (a rebuild fills them later)
+        for (key, _), vector in zip(wanted, vectors, strict=True):
+            rows.change(key, {"model": service.model_id, "vector": to_bytes(vector)})
+
+
+_CREATED, _CONTENT, _FORGOTTEN, _OTHER = range(4)
+_KINDS = EventKinds(
+    (
+        (Memory.Created, _CREATED),
+        (Memory.ContentChanged, _CONTENT),
+        (Memory.Forgotten, _FORGOTTEN),
+    ),
+    _OTHER,
+)

