@@ -39,6 +39,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
+from domain.model.keyword_gate import KeywordGate
+
 __all__ = ["SENSITIVE_KINDS", "SensitiveMatch", "find_sensitive"]
 
 SENSITIVE_KINDS: Final = frozenset(
@@ -73,6 +75,9 @@ class _Rule:
     description: str
     pattern: re.Pattern[str]
     check: _Check | None = None
+    # Substrings one of which every match holds (lowercase when the pattern ignores case): a
+    # text holding none of them is not scanned with this rule. Empty: always scanned.
+    gate: tuple[str, ...] = ()
 
 
 _I: Final = re.IGNORECASE
@@ -89,6 +94,9 @@ _VALUE: Final = _OPEN_QUOTE + r"(?P<value>[\x21-\x7e]+)"
 _TOKEN_VALUE: Final = _OPEN_QUOTE + r"(?P<value>[A-Za-z0-9._~+/=-]+)"
 
 _DIGIT_GROUP_SEPARATOR: Final = re.compile("[ -]")
+# The gate of the rules that need an ASCII digit: not a keyword, looked for on its own.
+_DIGIT: Final = "[0-9]"
+_HAS_DIGIT: Final = re.compile(_DIGIT)
 _TRIM: Final = "\"'`.,;:!?)]}>"
 # English words that describe a secret rather than being one: "my password is strong".
 _STOP_WORDS_TEXT: Final = """
@@ -211,9 +219,17 @@ def _is_card_number(digits: str) -> bool:
 
 
 def _rule(
-    kind: str, description: str, pattern: str, check: _Check | None = None, flags: int = _I
+    kind: str,
+    description: str,
+    pattern: str,
+    check: _Check | None = None,
+    flags: int = _I,
+    *,
+    gate: tuple[str, ...],
 ) -> _Rule:
-    return _Rule(kind, description, re.compile(pattern, flags), check)
+    if flags & _I and any(g != g.lower() for g in gate):
+        raise ValueError(f"the gate of the {description!r} rule ignores case: write it lowercase")
+    return _Rule(kind, description, re.compile(pattern, flags), check, gate)
 
 
 _RULES: Final[tuple[_Rule, ...]] = (
@@ -222,6 +238,7 @@ _RULES: Final[tuple[_Rule, ...]] = (
         "a private key block",
         r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----|PuTTY-User-Key-File-\d",
         flags=0,
+        gate=("-----BEGIN ", "PuTTY-User-Key-File-"),
     ),
     _rule(
         "api_key",
@@ -229,6 +246,7 @@ _RULES: Final[tuple[_Rule, ...]] = (
         r"(?<![A-Za-z0-9_-])sk-(?P<value>[A-Za-z0-9_-]{20,})",
         lambda m: _char_classes(m.group("value")) >= 2,
         flags=0,
+        gate=("sk-",),
     ),
     _rule(
         "api_key",
@@ -242,18 +260,21 @@ _RULES: Final[tuple[_Rule, ...]] = (
         r"|AIza[0-9A-Za-z_-]{30,}"
         r")",
         flags=0,
+        gate=("k_live_", "k_test_", "AKIA", "ASIA", "gh", "github_pat_", "xox", "AIza"),
     ),
     _rule(
         "token",
         "a JSON Web Token",
         r"(?<![A-Za-z0-9_-])eyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*",
         flags=0,
+        gate=("eyJ",),
     ),
     _rule(
         "credential",
         "a connection string or URL holding a password",
         r"(?<![a-z0-9+.-])[a-z][a-z0-9+.-]{1,30}://[^\s/:@]+:(?P<value>[^\s/@]+)@[^\s/@]",
         lambda m: set(m.group("value")) != {"*"},
+        gate=("://",),
     ),
     _rule(
         "credential",
@@ -263,6 +284,7 @@ _RULES: Final[tuple[_Rule, ...]] = (
         r"(?:(?<![a-z])(?:pass(?:word)?|passwd|pwd)|密码|口令)(?P<sep>\s*(?:[:=]|是|为)\s*)"
         r"(?P<value>[\x21-\x7e]+)",
         _worded_value(1),
+        gate=("pass", "pwd", "密码", "口令"),
     ),
     _rule(
         "bank_account",
@@ -272,6 +294,7 @@ _RULES: Final[tuple[_Rule, ...]] = (
         r"\s*(?:[:=#]|is|是|为)?\s*(?P<value>\d{3,4})(?!\d)"
         # "CSC 148" is a course code: these two need an explicit separator.
         r"|(?<![a-z])(?:csc|cvn)\s*(?:[:=]|\s+is\s+)\s*\d{3,4}(?!\d)",
+        gate=("cvv", "cvc", "card", "security", "安全码", "验证码", "csc", "cvn"),
     ),
     _rule(
         "bank_account",
@@ -279,6 +302,7 @@ _RULES: Final[tuple[_Rule, ...]] = (
         r"(?<![A-Za-z0-9])[A-Z]{2}\d{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,3})?(?![A-Za-z0-9])",
         _iban,
         flags=re.ASCII,
+        gate=(_DIGIT,),
     ),
     _rule(
         "bank_account",
@@ -288,6 +312,7 @@ _RULES: Final[tuple[_Rule, ...]] = (
         r"|(?:银行|信用|储蓄|借记)卡(?:卡)?号|银行(?:账|帐)(?:号|户)|(?:收款|开户)(?:账|帐)(?:号|户))"
         r"\s*(?:[:=#]|is|是|为)?\s*(?P<value>\d(?:[ -]?\d){7,33})(?!\d)",
         _account_number,
+        gate=("account", "acct", "routing", "卡号", "银行", "收款", "开户"),
     ),
     _rule(
         "verification_code",
@@ -299,12 +324,14 @@ _RULES: Final[tuple[_Rule, ...]] = (
         r"(?P<sep>\s*[:=#]\s*|\s+(?:is|was)\s*:?\s*|\s*(?:是|为)\s*:?\s*|\s*)"
         r"(?P<value>[a-z0-9]{4,8})(?![a-z0-9])",
         _one_time_code,
+        gate=("otp", "time", "code", "码"),
     ),
     _rule(
         "password",
         "a PIN",
         r"(?<![a-z])pin(?:\s*(?:code|number)|码)?(?:\s*[:=]\s*|\s+is\s+|\s*(?:是|为)\s*)"
         r"(?P<value>\d{4,8})(?!\d)",
+        gate=("pin",),
     ),
     _rule(
         "password",
@@ -312,6 +339,7 @@ _RULES: Final[tuple[_Rule, ...]] = (
         r"(?<![a-z])(?:password|passwd|passcode|pass\s?phrase|pin)\s+(?:for|of|on|to)"
         r"(?:\s+[^\s:=]{1,30}){1,3}?" + _STRONG_SEP + _VALUE,
         _worded_value(3),
+        gate=("pass", "pin"),
     ),
     _rule(
         "password",
@@ -319,6 +347,7 @@ _RULES: Final[tuple[_Rule, ...]] = (
         r"(?:(?<![a-z])(?:password|passwd|passcode|pass\s?phrase|pwd|pw(?=\s*[:=]))"
         r"|密码|密碼|口令|授权码)" + _SEP + _VALUE,
         _worded_value(3),
+        gate=("pass", "pw", "密码", "密碼", "口令", "授权码"),
     ),
     _rule(
         "session_id",
@@ -327,17 +356,20 @@ _RULES: Final[tuple[_Rule, ...]] = (
         r"|phpsessid|asp\.net_sessionid|connect\.sid)|会话\s*(?:id|标识|令牌|密钥))"
         r"(?:\s*[:=]\s*|\s+(?:is|was)\s+|\s*(?:是|为)\s*:?\s*)" + _TOKEN_VALUE,
         _session_value,
+        gate=("sess", "connect.sid", "会话"),
     ),
     _rule(
         "session_id",
         "a cookie value",
         r"(?<![a-z])(?:set-)?cookie\s*(?::|是|为)\s*(?P<value>[^\s=;:,]{1,64}=[^\s;,]{4,})",
+        gate=("cookie",),
     ),
     _rule(
         "token",
         "a bearer token",
         r"(?<![a-z])bearer\s+" + _TOKEN_VALUE,
         _random_value(16),
+        gate=("bearer",),
     ),
     _rule(
         "token",
@@ -346,12 +378,14 @@ _RULES: Final[tuple[_Rule, ...]] = (
         r"|gitlab|slack|discord|telegram|npm|pypi)[\s_-]?token)|(?:访问|刷新|身份)?令牌)"
         r"(?:\s*[:=]\s*|\s+(?:is|was)\s+|\s*(?:是|为)\s*:?\s*)" + _TOKEN_VALUE,
         _random_value(12),
+        gate=("token", "令牌"),
     ),
     _rule(
         "token",
         "a token",
         r"(?<![a-z])token(?:\s*[:=]\s*|\s+(?:is|was)\s+|\s*(?:是|为)\s*:?\s*)" + _TOKEN_VALUE,
         _random_value(16),
+        gate=("token",),
     ),
     _rule(
         "api_key",
@@ -361,6 +395,7 @@ _RULES: Final[tuple[_Rule, ...]] = (
         r"|(?:api\s*)?(?:密钥|秘钥))"
         r"(?:\s*[:=]\s*|\s+(?:is|was)\s+|\s*(?:是|为)\s*:?\s*)" + _TOKEN_VALUE,
         _random_value(16),
+        gate=("key", "secret", "密钥", "秘钥"),
     ),
     _rule(
         "credential",
@@ -368,6 +403,7 @@ _RULES: Final[tuple[_Rule, ...]] = (
         r"(?:(?<![a-z])private[\s_-]?key|私钥)"
         r"(?:\s*[:=]\s*|\s+(?:is|was)\s+|\s*(?:是|为)\s*:?\s*)" + _TOKEN_VALUE,
         _random_value(8),
+        gate=("private", "私钥"),
     ),
     _rule(
         "credential",
@@ -376,6 +412,7 @@ _RULES: Final[tuple[_Rule, ...]] = (
         r"|mnemonic(?:\s+phrase)?)|凭据|登录凭证|助记词)"
         r"(?P<sep>\s*[:=]\s*|\s+(?:is|are|was|were)\s+|\s*(?:是|为)\s*:?\s*)" + _VALUE,
         _worded_value(3),
+        gate=("credential", "login", "phrase", "mnemonic", "凭据", "凭证", "助记词"),
     ),
     _rule(
         "card_number",
@@ -383,14 +420,36 @@ _RULES: Final[tuple[_Rule, ...]] = (
         r"(?<![A-Za-z0-9+])(?<![0-9][ .,-])(?>[0-9]+(?:[ -][0-9]+)*)(?![A-Za-z0-9])",
         _card_run,
         flags=re.ASCII,
+        gate=(_DIGIT,),
     ),
+)
+
+
+# The characters other than ASCII letters that a case-insensitive pattern matches to one
+# (dotted and dotless i, long s, Kelvin sign): folded to that letter so no gate misses them.
+_FOLD: Final = str.maketrans({"\u0130": "i", "\u0131": "i", "\u017f": "s", "\u212a": "k"})
+_FOLDABLE: Final = re.compile("[\u0130\u0131\u017f\u212a]")
+# Gates of case-insensitive rules are looked for in the folded text, the others as they are.
+_FOLDED_GATE: Final = KeywordGate(
+    g for r in _RULES if r.pattern.flags & _I for g in r.gate if g != _DIGIT
+)
+_EXACT_GATE: Final = KeywordGate(
+    g for r in _RULES if not r.pattern.flags & _I for g in r.gate if g != _DIGIT
 )
 
 
 def find_sensitive(text: str) -> SensitiveMatch | None:
     """Return the first secret found in `text`, or None when it may be stored."""
     prepared = _INVISIBLE.sub("", unicodedata.normalize("NFKC", text))
+    # Most texts hold no keyword of most rules: one pass over the text skips their scans.
+    folded = (prepared.translate(_FOLD) if _FOLDABLE.search(prepared) else prepared).lower()
+    possible = _FOLDED_GATE.possible(folded)
+    possible |= _EXACT_GATE.possible(prepared)
+    if _HAS_DIGIT.search(prepared):
+        possible |= {_DIGIT}
     for rule in _RULES:
+        if rule.gate and possible.isdisjoint(rule.gate):
+            continue
         for match in rule.pattern.finditer(prepared):
             if rule.check is None or rule.check(match):
                 return SensitiveMatch(rule.kind, rule.description)
