@@ -436,6 +436,11 @@ _FOLDED_GATE: Final = KeywordGate(
 _EXACT_GATE: Final = KeywordGate(
     g for r in _RULES if not r.pattern.flags & _I for g in r.gate if g != _DIGIT
 )
+# For each gate keyword, the (positions of the) rules it opens.
+_OPENS: Final = {
+    g: frozenset(i for i, r in enumerate(_RULES) if g in r.gate) for r in _RULES for g in r.gate
+}
+_ALWAYS: Final = frozenset(i for i, r in enumerate(_RULES) if not r.gate)
 
 
 def find_sensitive(text: str) -> SensitiveMatch | None:
@@ -443,13 +448,12 @@ def find_sensitive(text: str) -> SensitiveMatch | None:
     prepared = _INVISIBLE.sub("", unicodedata.normalize("NFKC", text))
     # Most texts hold no keyword of most rules: one pass over the text skips their scans.
     folded = (prepared.translate(_FOLD) if _FOLDABLE.search(prepared) else prepared).lower()
-    possible = _FOLDED_GATE.possible(folded)
-    possible |= _EXACT_GATE.possible(prepared)
+    possible = _FOLDED_GATE.possible(folded) | _EXACT_GATE.possible(prepared)
     if _HAS_DIGIT.search(prepared):
         possible |= {_DIGIT}
-    for rule in _RULES:
-        if rule.gate and possible.isdisjoint(rule.gate):
-            continue
+    opened = _ALWAYS.union(*(_OPENS[g] for g in possible))
+    for index in sorted(opened):  # in the order of the rules
+        rule = _RULES[index]
         for match in rule.pattern.finditer(prepared):
             if rule.check is None or rule.check(match):
                 return SensitiveMatch(rule.kind, rule.description)
