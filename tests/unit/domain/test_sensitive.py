@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from domain.model import sensitive
 from domain.model.sensitive import SENSITIVE_KINDS, SensitiveMatch, find_sensitive
+from domain.model.sensitive_rules import RULES
 
 _JWT = (
     "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9"
@@ -247,7 +248,7 @@ def test_find_sensitive_never_raises_on_keyword_soup(text: str) -> None:
 def scan_every_rule(text: str) -> SensitiveMatch | None:
     """find_sensitive without its gates: every rule scans the text."""
     prepared = sensitive._INVISIBLE.sub("", unicodedata.normalize("NFKC", text))
-    for rule in sensitive._RULES:
+    for rule in RULES:
         for match in rule.pattern.finditer(prepared):
             if rule.check is None or rule.check(match):
                 return SensitiveMatch(rule.kind, rule.description)
@@ -281,7 +282,7 @@ def test_gated_and_full_scans_agree_on_every_case_variant(text: str) -> None:
         assert find_sensitive(variant) == scan_every_rule(variant), variant
 
 
-_GATE_WORDS = sorted({g for rule in sensitive._RULES for g in rule.gate})
+_GATE_WORDS = sorted({g for rule in RULES for g in rule.gate})
 _PIECES = [
     *_GATE_WORDS,
     *(w.upper() for w in _GATE_WORDS),
