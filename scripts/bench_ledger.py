@@ -4,7 +4,9 @@ For each writer count, in the same run and alternating in --rounds rounds on the
 raw psycopg single-row INSERT commits (one transaction each, one connection per writer thread) into
 a table shaped like the events table, with a state as big as the ledger's stored events; and
 `MemoryLedger.create_memory` calls (unique keys, one user per writer). Prints saves/s, inserts/s,
-their ratio and ledger save latency; the target is ratio >= 0.5 with one writer.
+their ratio, ledger save latency, and the CPU time this process spent per save and per insert
+(user + system, all threads): wall time minus it is the server, the disk and the waits. The
+target is ratio >= 0.5 with one writer.
 Everything lives in a throwaway schema `bench_<hex>`, dropped at the end (also on Ctrl-C).
 
     .venv/bin/python scripts/bench_ledger.py --database-url postgresql://postgres@127.0.0.1/test
@@ -50,6 +52,8 @@ COLUMNS = {  # result key -> table heading
     "ratio": "ratio",
     "ledger_p50_ms": "save p50 ms",
     "ledger_p95_ms": "save p95 ms",
+    "ledger_cpu_ms": "save cpu ms",
+    "raw_cpu_ms": "insert cpu ms",
 }
 
 
@@ -75,7 +79,7 @@ class Tally:
     """Operations, seconds and latencies summed over the rounds of one measurement."""
 
     def __init__(self) -> None:
-        self.seconds, self.latencies = 0.0, []
+        self.seconds, self.cpu_seconds, self.latencies = 0.0, 0.0, []
 
     def run(self, writers: int, op: Callable[[int], None], seconds: float, quota: int | None):
         """Run op(writer) in `writers` threads for `seconds`, or `quota` times per writer."""
@@ -94,6 +98,7 @@ class Tally:
                 stop.set()
 
         threads = [threading.Thread(target=work, args=(w,), daemon=True) for w in range(writers)]
+        cpu_began = _cpu_seconds()
         began = time.perf_counter()
         try:
             for thread in threads:
@@ -108,6 +113,7 @@ class Tally:
             for thread in threads:
                 thread.join(timeout=30)
         self.seconds += time.perf_counter() - began
+        self.cpu_seconds += _cpu_seconds() - cpu_began
         if errors:
             raise errors[0]
         self.latencies += [t for times in mine for t in times]
@@ -119,8 +125,14 @@ class Tally:
             f"{name}_per_s": round(len(done) / self.seconds, 1),
             f"{name}_p50_ms": ms[0.5],
             f"{name}_p95_ms": ms[0.95],
+            f"{name}_cpu_ms": round(self.cpu_seconds / len(done) * 1000, 3),
             f"{name}_ops": len(done),
         }
+
+
+def _cpu_seconds() -> float:
+    times = os.times()
+    return times.user + times.system
 
 
 def bench(url: str, schema: str, args: argparse.Namespace) -> dict:

@@ -146,7 +146,7 @@ class LedgerBase(Application[UUID]):
     ) -> int | None:
         """Save aggregates and side-table changes atomically; returns the last position."""
         try:
-            recordings = self.save(*aggregates, new_keys=new_keys, **changes)
+            position = self._record_changes(aggregates, new_keys, changes)
         except IntegrityError as error:
             self.keys.discard(new_keys)
             constraint = getattr(getattr(error.__cause__, "diag", None), "constraint_name", "")
@@ -163,7 +163,25 @@ class LedgerBase(Application[UUID]):
             self.keys.discard(new_keys)
             raise
         self.keys.unstage(new_keys)
-        return recordings[-1].notification.id if recordings else None
+        return position
+
+    def _record_changes(
+        self, aggregates: Sequence[Any], new_keys: Sequence[NewDataKey], changes: dict[str, Any]
+    ) -> int | None:
+        """Map the aggregates' pending events and insert them with the changes; the position.
+
+        The library's `save` does the same through a ProcessingEvent, Recording and
+        Notification objects and its notify hooks, none of which the ledger uses; this path
+        writes the very same stored events (same mapper, topics and format). With an
+        aggregate cache or snapshots configured, the library's path runs instead.
+        """
+        if self.repository.cache is not None or self.snapshots is not None:
+            recordings = self.save(*aggregates, new_keys=new_keys, **changes)
+            return recordings[-1].notification.id if recordings else None
+        to_stored = self.mapper.to_stored_event
+        stored = [to_stored(event) for a in aggregates for event in a.collect_events()]
+        ids = self.recorder.insert_events(stored, new_keys=new_keys, **changes)
+        return ids[-1] if ids else None
 
     def _retrying(self, body: Callable[[], T]) -> T:
         """Run a command body until it saves without losing a race (bounded)."""

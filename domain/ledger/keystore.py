@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import hashlib
+import functools
 import hmac
 import os
 import threading
@@ -25,6 +25,7 @@ _USER_KEYS: Final = uuid5(NAMESPACE_URL, "memledger:user-key")
 _MISSING: Final = b""
 
 
+@functools.lru_cache(maxsize=4096)
 def user_key_id(user_id: str) -> UUID:
     """The id of the key that keys a user's claims and fingerprints."""
     return uuid5(_USER_KEYS, user_id)
@@ -168,7 +169,7 @@ class DataKeyStore:
     def keyed_hash(self, key: bytes, *parts: str) -> str:
         """HMAC-SHA256 over the parts: checkable only while `key` exists."""
         message = "\x1f".join(parts).encode()
-        return hmac.new(key, message, hashlib.sha256).hexdigest()
+        return hmac.digest(key, message, "sha256").hex()
 
     def owned_keys(self, user_id: str, kind: str) -> list[UUID]:
         """Ids of the live keys of one kind that belong to a user (e.g. all their memories)."""

@@ -1,8 +1,8 @@
 """The events recorder, extended to write key, claim and fingerprint rows in the same transaction.
 
-`MemoryLedger.save(..., **changes)` passes these keyword arguments through the library to
-`_insert_events`, which runs inside the transaction that inserts the events. So a memory's key
-is never committed without its events, and a tombstone never without the key's destruction.
+`MemoryLedger._save(..., **changes)` passes these keyword arguments to `insert_events`, which
+writes them in the transaction that inserts the events. So a memory's key is never committed
+without its events, and a tombstone never without the key's destruction.
 """
 
 from __future__ import annotations
@@ -15,26 +15,36 @@ from typing import Any, Final
 from uuid import UUID
 
 import psycopg
-from eventsourcing.persistence import InterfaceError, OperationalError, StoredEvent
+from eventsourcing.persistence import (
+    InterfaceError,
+    OperationalError,
+    ProgrammingError,
+    StoredEvent,
+)
 from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
 from eventsourcing.utils import retry
-from psycopg import Cursor
+from psycopg import ClientCursor
 from psycopg.pq import ConnStatus, TransactionStatus
 from psycopg.rows import DictRow
-from psycopg.sql import SQL, Identifier
+from psycopg.sql import SQL, Composable, Identifier
 
 from domain.ledger.keystore import NewDataKey
 from domain.ledger.tables import DATA_KEYS, FINGERPRINTS, KEY_CLAIMS, create_statements, table
 
-__all__ = ["Claim", "Fingerprint", "LedgerRecorder"]
+__all__ = ["Claim", "Fingerprint", "LedgerRecorder", "Transaction"]
 
-_BEGIN: Final = b"BEGIN"
-_COMMIT: Final = b"COMMIT"
+_EVENT_ROW: Final = b"(%s, %s, %s, %s)"
 
 
-def _render(statement: Any) -> bytes:
-    """A library statement (composed SQL) as the bytes psycopg would send."""
-    return statement if isinstance(statement, bytes) else bytes(statement.as_bytes(None))
+def _render(statement: object) -> bytes:
+    """A library statement (bytes, str or composed SQL) as the bytes psycopg would send."""
+    if isinstance(statement, bytes):
+        return statement
+    if isinstance(statement, str):
+        return statement.encode()
+    if isinstance(statement, Composable):
+        return bytes(statement.as_bytes(None))
+    raise TypeError(f"cannot render {type(statement).__name__} as a statement")
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,98 +68,106 @@ class Fingerprint:
     changed_at: datetime
 
 
+class Transaction:
+    """The statements of one write, in order, with their parameters (`%s` placeholders)."""
+
+    __slots__ = ("params", "statements")
+
+    def __init__(self) -> None:
+        self.statements: list[bytes] = []
+        self.params: list[Any] = []
+
+    def add(self, statement: bytes, *params: Any) -> None:
+        """Append one statement; `params` fill its placeholders in order."""
+        self.statements.append(statement)
+        self.params.extend(params)
+
+
 class LedgerRecorder(PostgresApplicationRecorder):
-    """PostgresApplicationRecorder plus the write-side tables of the ledger."""
+    """PostgresApplicationRecorder plus the write-side tables of the ledger.
+
+    A save is sent as one multi-statement query (simple query protocol, parameters bound by
+    psycopg on the client): PostgreSQL runs such a query as one implicit transaction, commits
+    it when the last statement succeeds and rolls all of it back on the first error. So a
+    save costs one round trip, no BEGIN/COMMIT messages, and leaves the connection idle
+    whatever happens, without a ROLLBACK that would deallocate the prepared reads.
+    """
 
     def __init__(self, datastore: PostgresDatastore, *, events_table_name: str = "stored_events"):
         super().__init__(datastore, events_table_name=events_table_name)
         schema = datastore.schema or "public"
         self.sql_create_statements.extend(create_statements(schema))
         keys, claims, prints = (table(schema, n) for n in (DATA_KEYS, KEY_CLAIMS, FINGERPRINTS))
-        self._insert_key = SQL(
+
+        def render(template: str, *tables: Composable) -> bytes:
+            # Rendered once: composing SQL on every save costs more than the statements.
+            return _render(SQL(template).format(*tables))
+
+        self._insert_key = render(
             "INSERT INTO {} (key_id, user_id, kind, subject_memory_id, master_key_id, wrapped)"
-            " VALUES (%s, %s, %s, %s, %s, %s)"
-        ).format(keys)
-        self._link_key = SQL("UPDATE {} SET subject_memory_id = %s WHERE key_id = %s").format(keys)
-        self._shred_memories = SQL(
-            "DELETE FROM {} WHERE key_id = ANY(%s) OR subject_memory_id = ANY(%s)"
-        ).format(keys)
-        self._shred_keys = SQL("DELETE FROM {} WHERE key_id = ANY(%s)").format(keys)
-        self._shred_user_keys = SQL("DELETE FROM {} WHERE user_id = ANY(%s)").format(keys)
-        self._insert_claim = SQL(
-            "INSERT INTO {} (claim, memory_id, user_id) VALUES (%s, %s, %s)"
-        ).format(claims)
-        self._release_claims = SQL("DELETE FROM {} WHERE memory_id = ANY(%s)").format(claims)
-        self._shred_user_claims = SQL("DELETE FROM {} WHERE user_id = ANY(%s)").format(claims)
-        self._upsert_print = SQL(
+            " VALUES (%s, %s, %s, %s, %s, %s)",
+            keys,
+        )
+        self._link_key = render("UPDATE {} SET subject_memory_id = %s WHERE key_id = %s", keys)
+        self._shred_memories = render(
+            "DELETE FROM {} WHERE key_id = ANY(%s) OR subject_memory_id = ANY(%s)", keys
+        )
+        self._shred_keys = render("DELETE FROM {} WHERE key_id = ANY(%s)", keys)
+        self._shred_user_keys = render("DELETE FROM {} WHERE user_id = ANY(%s)", keys)
+        self._insert_claim = render(
+            "INSERT INTO {} (claim, memory_id, user_id) VALUES (%s, %s, %s)", claims
+        )
+        self._release_claims = render("DELETE FROM {} WHERE memory_id = ANY(%s)", claims)
+        self._shred_user_claims = render("DELETE FROM {} WHERE user_id = ANY(%s)", claims)
+        self._upsert_print = render(
             "INSERT INTO {} (candidate_id, user_id, fingerprint, subject_memory_id, state,"
             " changed_at) VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (candidate_id) DO UPDATE"
             " SET state = EXCLUDED.state, changed_at = EXCLUDED.changed_at,"
-            " subject_memory_id = COALESCE(EXCLUDED.subject_memory_id, {}.subject_memory_id)"
-        ).format(prints, prints)
-        self._shred_memory_prints = SQL("DELETE FROM {} WHERE subject_memory_id = ANY(%s)").format(
-            prints
+            " subject_memory_id = COALESCE(EXCLUDED.subject_memory_id, {}.subject_memory_id)",
+            prints,
+            prints,
         )
-        self._shred_user_prints = SQL("DELETE FROM {} WHERE user_id = ANY(%s)").format(prints)
-        # Rendered once: composing SQL on every save costs more than the statements themselves.
-        for name in (
-            "_insert_key",
-            "_link_key",
-            "_shred_memories",
-            "_shred_keys",
-            "_shred_user_keys",
-            "_insert_claim",
-            "_release_claims",
-            "_shred_user_claims",
-            "_upsert_print",
-            "_shred_memory_prints",
-            "_shred_user_prints",
-        ):
-            setattr(self, name, getattr(self, name).as_bytes(None))
-        self._lock_statements = [_render(s) for s in self.lock_table_statements]
-        self._notify_statement = (
-            SQL("NOTIFY {}").format(Identifier(self.channel_name)).as_bytes(None)
+        self._shred_memory_prints = render(
+            "DELETE FROM {} WHERE subject_memory_id = ANY(%s)", prints
         )
-        self.insert_events_statement = _render(self.insert_events_statement)  # type: ignore[assignment]
-        # Most saves append one event: a plain VALUES row with the state sent as binary bytea
-        # spares dumping a composite array as escaped text (the library's unnest statement).
-        self._insert_one_event = (
-            SQL(
-                "INSERT INTO {}.{} (originator_id, originator_version, topic, state)"
-                " VALUES (%s, %s, %s, %b) RETURNING notification_id"
-            )
-            .format(Identifier(datastore.schema), Identifier(self.events_table_name))
-            .as_bytes(None)
+        self._shred_user_prints = render("DELETE FROM {} WHERE user_id = ANY(%s)", prints)
+        # SET LOCAL lock_timeout, then LOCK TABLE ... IN EXCLUSIVE MODE, as the library does
+        # (see its _lock_table): notification ids must commit in the order they were issued,
+        # or a tailing reader could skip some. Then NOTIFY the projection worker.
+        self._before_events = [_render(s) for s in self.lock_table_statements] + [
+            render("NOTIFY {}", Identifier(self.channel_name))
+        ]
+        self._insert_events_head = render(
+            "INSERT INTO {}.{} (originator_id, originator_version, topic, state) VALUES ",
+            Identifier(datastore.schema),
+            Identifier(self.events_table_name),
         )
 
     @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
     def insert_events(
-        self, stored_events: Sequence[StoredEvent], **kwargs: Any
+        self, stored_events: Sequence[StoredEvent], **changes: Any
     ) -> Sequence[int] | None:
-        """Write one transaction in one round trip: BEGIN ... COMMIT pipelined before one Sync.
+        """Write the events and the side-table changes in one transaction and one round trip.
 
-        The library's version waits for the server several times (BEGIN, the statements, its
-        own sync, the COMMIT, the pipeline's last sync), holding the events table's EXCLUSIVE
-        lock across most of them. Here BEGIN, the side-table statements, the lock, NOTIFY, the
-        events INSERT ... RETURNING and COMMIT go out together, so the lock is held only while
-        the server runs them. On an error the server skips the rest up to the Sync (COMMIT
-        included), psycopg raises the first error (a claim conflict keeps its diag), and the
-        aborted transaction is rolled back before the connection goes back to the pool.
+        Returns the events' notification ids (None when there were no events). A claim
+        conflict raises an IntegrityError whose cause keeps the constraint's name.
         """
+        transaction = self._transaction(stored_events, **changes)
+        if not transaction.statements:
+            return None
+        query = b"; ".join(transaction.statements)
         with self.datastore.get_connection() as conn:
-            curs, events = conn.cursor(), conn.cursor()
             try:
-                with conn.pipeline():
-                    curs.execute(_BEGIN, prepare=False)
-                    self._insert_events(curs, stored_events, **kwargs)
-                    if stored_events:
-                        self._insert_stored_events(events, stored_events, **kwargs)
-                    curs.execute(_COMMIT, prepare=False)
-                # Leaving the pipeline sent the one Sync and raised the first error, if any.
-                if not stored_events:
-                    return None
-                return self._fetch_ids_after_insert_events(events, stored_events, **kwargs)
+                with ClientCursor(conn) as curs:
+                    curs.execute(query, transaction.params)
+                    if not stored_events:
+                        return None
+                    while curs.nextset():  # the events INSERT ... RETURNING comes last
+                        pass
+                    return self._notification_ids(curs, stored_events)
             except BaseException:
+                # The server already rolled the implicit transaction back; this only matters
+                # if the connection was left in a transaction some other way.
                 if (
                     conn.pgconn.status == ConnStatus.OK
                     and conn.info.transaction_status != TransactionStatus.IDLE
@@ -157,37 +175,9 @@ class LedgerRecorder(PostgresApplicationRecorder):
                     with contextlib.suppress(psycopg.Error):
                         conn.rollback()
                 raise
-            finally:
-                curs.close()
-                events.close()
 
-    def _insert_stored_events(
-        self, curs: Cursor[DictRow], stored_events: Sequence[StoredEvent], **kwargs: Any
-    ) -> None:
-        if len(stored_events) != 1:
-            super()._insert_stored_events(curs, stored_events, **kwargs)
-            return
-        (event,) = stored_events
-        self._lock_table(curs)
-        self._notify_channel(curs)
-        curs.execute(
-            self._insert_one_event,
-            (event.originator_id, event.originator_version, event.topic, event.state),
-            prepare=True,
-        )
-
-    def _lock_table(self, curs: Cursor[DictRow]) -> None:
-        # LOCK TABLE ... IN EXCLUSIVE MODE, as the library does (see its comment): notification
-        # ids must commit in the order they were issued, or a tailing reader could skip some.
-        for statement in self._lock_statements:
-            curs.execute(statement, prepare=True)
-
-    def _notify_channel(self, curs: Cursor[DictRow]) -> None:
-        curs.execute(self._notify_statement, prepare=True)
-
-    def _insert_events(
+    def _transaction(
         self,
-        curs: Cursor[DictRow],
         stored_events: Sequence[StoredEvent],
         *,
         new_keys: Sequence[NewDataKey] = (),
@@ -197,51 +187,62 @@ class LedgerRecorder(PostgresApplicationRecorder):
         shred_memories: Sequence[UUID] = (),
         shred_keys: Sequence[UUID] = (),
         shred_users: Sequence[str] = (),
-        **kwargs: Any,
-    ) -> None:
-        # Statements are pipelined; a claim conflict surfaces as an IntegrityError on sync.
+    ) -> Transaction:
+        """The statements of one save: side tables first, then lock, notify and events."""
+        tx = Transaction()
         for key in new_keys:
-            curs.execute(
+            tx.add(
                 self._insert_key,
-                (
-                    key.key_id,
-                    key.user_id,
-                    key.kind,
-                    key.subject_memory_id,
-                    key.master_key_id,
-                    key.wrapped,
-                ),
-                prepare=True,
+                key.key_id,
+                key.user_id,
+                key.kind,
+                key.subject_memory_id,
+                key.master_key_id,
+                key.wrapped,
             )
         for key_id, memory_id in link_keys:
-            curs.execute(self._link_key, (memory_id, key_id), prepare=True)
-        for print_ in fingerprints:
-            curs.execute(
+            tx.add(self._link_key, memory_id, key_id)
+        for p in fingerprints:
+            tx.add(
                 self._upsert_print,
-                (
-                    print_.candidate_id,
-                    print_.user_id,
-                    print_.fingerprint,
-                    print_.subject_memory_id,
-                    print_.state,
-                    print_.changed_at,
-                ),
-                prepare=True,
+                p.candidate_id,
+                p.user_id,
+                p.fingerprint,
+                p.subject_memory_id,
+                p.state,
+                p.changed_at,
             )
         if shred_memories:
             ids = list(shred_memories)
-            curs.execute(self._shred_memories, (ids, ids))
-            curs.execute(self._release_claims, (ids,))
-            curs.execute(self._shred_memory_prints, (ids,))
+            tx.add(self._shred_memories, ids, ids)
+            tx.add(self._release_claims, ids)
+            tx.add(self._shred_memory_prints, ids)
         if shred_keys:
-            curs.execute(self._shred_keys, (list(shred_keys),))
+            tx.add(self._shred_keys, list(shred_keys))
         if shred_users:
             users = list(shred_users)
-            curs.execute(self._shred_user_keys, (users,))
-            curs.execute(self._shred_user_claims, (users,))
-            curs.execute(self._shred_user_prints, (users,))
+            tx.add(self._shred_user_keys, users)
+            tx.add(self._shred_user_claims, users)
+            tx.add(self._shred_user_prints, users)
+        # Claims last among the side tables: a conflict (or the wait for a concurrent claim of
+        # the same key) comes before the events table's lock is taken.
         for claim in claims:
-            curs.execute(
-                self._insert_claim, (claim.claim, claim.memory_id, claim.user_id), prepare=True
-            )
-        super()._insert_events(curs, stored_events, **kwargs)
+            tx.add(self._insert_claim, claim.claim, claim.memory_id, claim.user_id)
+        if stored_events:
+            for statement in self._before_events:
+                tx.add(statement)
+            rows = b", ".join([_EVENT_ROW] * len(stored_events))
+            tx.add(self._insert_events_head + rows + b" RETURNING notification_id")
+            for e in stored_events:
+                tx.params += (e.originator_id, e.originator_version, e.topic, e.state)
+        return tx
+
+    @staticmethod
+    def _notification_ids(
+        curs: ClientCursor[DictRow], stored_events: Sequence[StoredEvent]
+    ) -> list[int]:
+        ids = [row["notification_id"] for row in curs.fetchall()]
+        if len(ids) != len(stored_events):
+            msg = f"got {len(ids)} notification ids for {len(stored_events)} events"
+            raise ProgrammingError(msg)
+        return ids

@@ -71,6 +71,8 @@ _MAX_PASSES: Final = 4
 
 def normalise_content(text: str) -> str:
     """Return the canonical form used to decide whether two contents are the same."""
+    if text.isascii():  # NFKC and casefold change no ASCII text: one pass is the fixed point
+        return _normalise_content_once(text)
     current = text
     for _ in range(_MAX_PASSES):
         following = _normalise_content_once(current)
@@ -91,6 +93,8 @@ def _normalise_content_once(text: str) -> str:
 
 def normalise_key(key: str) -> str:
     """Return the canonical memory key; check the result with `is_valid_key`."""
+    if key.isascii():  # NFKC and casefold change no ASCII text: one pass is the fixed point
+        return _normalise_key_once(key)
     current = key
     for _ in range(_MAX_PASSES):
         following = _normalise_key_once(current)

@@ -8,16 +8,21 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import psycopg
 import pytest
 from psycopg import sql
 
+from api.bootstrap import postgres_env
+from api.settings import Settings
 from domain.errors import LedgerUnavailable
+from domain.ledger.keyring import MasterKeyring
 from domain.ledger.ledger import MemoryLedger
-from domain.ledger.recorder import LedgerRecorder
+from domain.ledger.recorder import LedgerRecorder, Transaction
 from domain.model.events import REDACTED
 from domain.model.values import Scope
 
@@ -118,13 +123,14 @@ def test_a_failure_inside_the_forget_transaction_changes_nothing(
 ) -> None:
     (memory_id,) = many_memories(ledger, 1)
 
-    original = LedgerRecorder._insert_stored_events
+    original = LedgerRecorder._transaction
 
-    def crash(self: LedgerRecorder, curs: Any, *args: Any, **kwargs: Any) -> None:
-        original(self, curs, *args, **kwargs)  # keys deleted, tombstone inserted, not committed
-        curs.execute("SELECT 1 / 0")  # the database fails the transaction before COMMIT
+    def crash(self: LedgerRecorder, *args: Any, **kwargs: Any) -> Transaction:
+        transaction = original(self, *args, **kwargs)  # keys deleted, tombstone inserted...
+        transaction.add(b"SELECT 1 / 0")  # ... then the database fails it before it commits
+        return transaction
 
-    monkeypatch.setattr(LedgerRecorder, "_insert_stored_events", crash)
+    monkeypatch.setattr(LedgerRecorder, "_transaction", crash)
     with pytest.raises(LedgerUnavailable):
         ledger.forget_memory("alice", memory_id)
     assert state(database_url, pg_schema, memory_id) == (False, True, True)
@@ -177,3 +183,58 @@ def test_commands_survive_the_database_dropping_every_connection(
     assert killed is not None and killed[0] >= 1
     updated = ledger.update_memory("alice", memory_id, expected_revision=1, content="fact one")
     assert updated.memory.revision == 2
+
+
+def test_a_save_blocked_on_the_events_lock_gives_up_and_its_retry_writes_once(
+    ledger: MemoryLedger,
+    database_url: str,
+    pg_schema: str,
+    master_key: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The lock timeout is set inside the one-query transaction of a save: a save waiting on
+    # the events table's lock must give up on its own and be retried, not hang or half-write.
+    settings = Settings(database_url=database_url, db_schema=pg_schema, lock_timeout=1)
+    impatient = MemoryLedger(
+        postgres_env(settings, database_url), MasterKeyring.from_base64([master_key])
+    )
+    attempts: list[int] = []
+    retried = threading.Event()
+    original = LedgerRecorder._transaction
+
+    def counted(self: LedgerRecorder, *args: Any, **kwargs: Any) -> Transaction:
+        attempts.append(1)
+        if len(attempts) == 2:
+            retried.set()
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(LedgerRecorder, "_transaction", counted)
+    events = sql.SQL("{}.memledger_events").format(sql.Identifier(pg_schema))
+    try:
+        with ThreadPoolExecutor(1) as pool, psycopg.connect(database_url) as holder:
+            holder.execute(sql.SQL("LOCK TABLE {} IN EXCLUSIVE MODE").format(events))
+            saved = pool.submit(
+                impatient.create_memory,
+                "alice",
+                scope=Scope.global_(),
+                memory_key="k",
+                content="fact",
+                category="fact",
+            )
+            assert retried.wait(timeout=60), "the blocked save never gave up on the lock"
+            holder.rollback()  # releases the lock: the retry goes through
+            outcome = saved.result(timeout=60)
+    finally:
+        impatient.close()
+    assert outcome.status == "created"
+    assert ledger.get_memory("alice", outcome.memory.memory_id).content == "fact"
+    s = sql.Identifier(pg_schema)
+    with psycopg.connect(database_url) as conn:  # the given-up attempt left nothing behind
+        counts = conn.execute(
+            sql.SQL(
+                "SELECT (SELECT count(*) FROM {}.memledger_events),"
+                " (SELECT count(*) FROM {}.memledger_data_keys WHERE kind = 'memory'),"
+                " (SELECT count(*) FROM {}.memledger_key_claims)"
+            ).format(s, s, s)
+        ).fetchone()
+    assert counts == (1, 1, 1)

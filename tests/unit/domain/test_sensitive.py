@@ -5,11 +5,16 @@
 
 from __future__ import annotations
 
+import re
+import unicodedata
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from domain.model import sensitive
 from domain.model.sensitive import SENSITIVE_KINDS, SensitiveMatch, find_sensitive
+from domain.model.sensitive_rules import RULES
 
 _JWT = (
     "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9"
@@ -235,3 +240,67 @@ def test_find_sensitive_never_raises(text: str) -> None:
 def test_find_sensitive_never_raises_on_keyword_soup(text: str) -> None:
     result = find_sensitive(text)
     assert result is None or result.kind in SENSITIVE_KINDS
+
+
+# -- the keyword gates only skip scans that could not match ------------------------------------
+
+
+def scan_every_rule(text: str) -> SensitiveMatch | None:
+    """find_sensitive without its gates: every rule scans the text."""
+    prepared = sensitive._INVISIBLE.sub("", unicodedata.normalize("NFKC", text))
+    for rule in RULES:
+        for match in rule.pattern.finditer(prepared):
+            if rule.check is None or rule.check(match):
+                return SensitiveMatch(rule.kind, rule.description)
+    return None
+
+
+def test_every_character_matching_an_ascii_letter_regardless_of_case_is_folded() -> None:
+    everything = "".join(chr(c) for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF)
+    letters = re.compile("[a-z]", re.IGNORECASE).findall(everything)
+    others = {c for c in letters if not c.isascii()}
+    assert others  # the fold table is needed at all
+    for char in others:
+        folded = char.translate(sensitive._FOLD)
+        assert folded.isascii() and re.fullmatch(folded, char, re.IGNORECASE), char
+
+
+def case_variants(text: str) -> list[str]:
+    return [
+        text,
+        text.upper(),
+        text.title(),
+        text.swapcase(),
+        text.replace("i", "\u0131").replace("I", "\u0130"),
+        text.upper().replace("I", "\u0130"),
+    ]
+
+
+@pytest.mark.parametrize("text", [t for t, _ in SECRETS] + BENIGN)
+def test_gated_and_full_scans_agree_on_every_case_variant(text: str) -> None:
+    for variant in case_variants(text):
+        assert find_sensitive(variant) == scan_every_rule(variant), variant
+
+
+_GATE_WORDS = sorted({g for rule in RULES for g in rule.gate})
+_PIECES = [
+    *_GATE_WORDS,
+    *(w.upper() for w in _GATE_WORDS),
+    *(w.title() for w in _GATE_WORDS),
+    "word", "number", "id", "details", "phrase", "code", "for my bank", "\u0131", "\u0130",
+    ": ", " is ", "是", "=", " ", "\n", "'", "4111 1111 1111 1111", "DE89370400440532013000",
+    "hunter2", "Ab12Cd34Ef56Gh78Ij90", "482913", "u:p@host", "-----", "_", "-", "1234",
+]  # fmt: skip
+
+
+@settings(max_examples=1500, database=None, deadline=None)
+@given(st.lists(st.sampled_from(_PIECES), max_size=10))
+def test_gated_and_full_scans_agree_on_keyword_mixtures(pieces: list[str]) -> None:
+    text = "".join(pieces)
+    assert find_sensitive(text) == scan_every_rule(text)
+
+
+@settings(max_examples=500, database=None, deadline=None)
+@given(st.text(max_size=120))
+def test_gated_and_full_scans_agree_on_any_text(text: str) -> None:
+    assert find_sensitive(text) == scan_every_rule(text)

@@ -241,3 +241,22 @@ def test_clean_content_is_always_storable_utf8(text: str) -> None:
     assert "\x00" not in cleaned
     assert "\r" not in cleaned
     assert "\n\n\n" not in cleaned
+
+
+_ASCII = st.text(alphabet=st.characters(max_codepoint=127), max_size=80)
+
+
+@_PROPERTY
+@given(_ASCII)
+def test_one_pass_normalises_ascii_content_for_good(text: str) -> None:
+    once = normalise_content(text)
+    assert once.isascii()
+    assert normalise_content(once) == once
+
+
+@_PROPERTY
+@given(_ASCII)
+def test_one_pass_normalises_an_ascii_key_for_good(key: str) -> None:
+    once = normalise_key(key)
+    assert once.isascii()
+    assert normalise_key(once) == once
