@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from fractions import Fraction
 from itertools import pairwise
+from operator import add
 from typing import Any, Final, Protocol
 from uuid import UUID
 
@@ -81,6 +82,9 @@ _CJK_RANGES: Final = (
 )
 _CJK: Final = re.compile(f"[{_CJK_RANGES}]")
 _RUNS: Final = re.compile(f"[{_CJK_RANGES}]+|[^\\W_{_CJK_RANGES}]+")
+_CJK_RUNS: Final = re.compile(f"[{_CJK_RANGES}]+")
+_WORDS: Final = re.compile(f"[^\\W_{_CJK_RANGES}]+")
+_ASCII_WORDS: Final = re.compile("[a-z0-9]+")
 # fmt: off
 _STOPWORDS: Final = frozenset((
     "a", "an", "the", "and", "or", "but", "of", "to", "in", "on", "for", "with", "at", "by",
@@ -229,13 +233,19 @@ def query_terms(text: str) -> dict[str, int]:
 
 def document_terms(text: str) -> frozenset[str]:
     """Terms of a memory: words, CJK bigrams and single CJK characters."""
-    terms: set[str] = set()
-    for run in _RUNS.findall(normalise_content(text)):
-        if _CJK.match(run):
-            terms.update(a + b for a, b in pairwise(run))
-            terms.update(run)
-        else:
-            terms.add(_stem(run))
+    # The runs of `_RUNS` in the canonical form, found faster (every memory is projected
+    # through here): CJK runs and word runs apart, as the two classes are disjoint; and on
+    # ASCII text, where the canonical form only lowers the case, collapses whitespace and
+    # strips trailing punctuation, the runs of letters and digits of the lowered text.
+    if text.isascii():
+        words, runs = _ASCII_WORDS.findall(text.lower()), []
+    else:
+        normal = normalise_content(text)
+        words, runs = _WORDS.findall(normal), _CJK_RUNS.findall(normal)
+    terms = {_stem(word) if word[-1] == "s" else word for word in words}  # see _stem
+    for run in runs:
+        terms.update(run)
+        terms.update(map(add, run, run[1:]))  # bigrams
     return frozenset(terms)
 
 
