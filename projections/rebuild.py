@@ -266,28 +266,6 @@ class _Lane:
 class _Stopped(Exception):
     """The rebuild stopped (it raised): a lane must not build its indexes."""
 
-    def put(self, batch: list[Envelope]) -> None:
-        """Hand a batch to the lane (raises what stopped the lane, if it did)."""
-        self._put(batch)
-
-    def _put(self, item: list[Envelope] | None) -> None:
-        while True:
-            if self._error is not None:
-                raise self._error
-            with contextlib.suppress(queue.Full):
-                self._queue.put(item, timeout=0.05)
-                return
-
-    def _run(self) -> None:
-        conn, t = self._conn, self._t
-        try:
-            while (batch := self._queue.get()) is not None:
-                _apply(conn, self._projections, t, batch, durable=False)
-            if self._error is None:
-                _build(conn, self._projections, self._indexes)
-        except BaseException as error:
-            self._error = error
-
 
 @contextlib.contextmanager
 def _rare_collections() -> Iterator[None]:
