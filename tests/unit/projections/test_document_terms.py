@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from itertools import pairwise
 
+import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -36,8 +37,17 @@ _FRAGMENTS = (
     "学习", "例子", "再", "定义", "的", "。", "，", "：", "、", " ", "  ", "\t", "\n", "\u3000",
     "Ｐｙｔｈｏｎ", "１２３", "ｓ", "\u00ad", "\u200b", "\ufeff", "ß", "Straße", "İ", "ﬁ", "Σσς",
     "ｶﾀｶﾅ", "カタカナ", "ㄅㄆ", "豈", "\U00020000", "한국어", "é", "e\u0301", "½", "²", "…",
-    "“quoted”", "【x】", "—", ".", "!", "?", ";", "🙂", "٣", "ǅ",
+    "“quoted”", "【x】", "—", ".", "!", "?", ";", "🙂", "٣", "ǅ", "学 习", "学\u3000习", "《书》",
+    "…", "～", "·", "、", "\x1c", "\x85", "\u2028", "﹐", "〈", "「", "』",
 )  # fmt: skip
+_PLAIN_CJK = st.text(
+    st.one_of(
+        st.characters(max_codepoint=127),
+        st.characters(min_codepoint=0x4E00, max_codepoint=0x9FFF),
+        st.sampled_from(search._CJK_PUNCTUATION),
+    ),
+    max_size=40,
+)
 
 
 @settings(max_examples=1000, deadline=None)
@@ -52,6 +62,21 @@ def test_terms_of_mixed_text_are_the_defined_ones(text: str) -> None:
 @given(st.text(alphabet=st.characters(max_codepoint=127), max_size=80))
 def test_terms_of_ascii_text_are_the_defined_ones(text: str) -> None:
     assert document_terms(text) == defined_terms(text)
+
+
+@settings(max_examples=1000, deadline=None)
+@given(_PLAIN_CJK)
+@example("学 \t习，再\u3000看 定义。 Python 3 学")
+def test_terms_of_ascii_and_cjk_text_are_the_defined_ones(text: str) -> None:
+    assert search._PLAIN_CJK.fullmatch(text)  # the shortcut is what is tested here
+    assert document_terms(text) == defined_terms(text)
+
+
+@pytest.mark.parametrize("mark", search._CJK_PUNCTUATION)
+def test_cjk_punctuation_only_separates_runs(mark: str) -> None:
+    parted = ["学习"] if mark.isspace() else ["学", "习"]
+    assert search._RUNS.findall(normalise_content(f"学{mark}习")) == parted
+    assert search._RUNS.findall(normalise_content(f"a{mark}b")) == ["a", "b"]
 
 
 @settings(max_examples=500, deadline=None)
