@@ -85,10 +85,10 @@ def array_literal(items: Sequence[str]) -> str:
     """The text form of a one-dimensional array of strings, every element quoted."""
     if not items:
         return "{}"
-    joined = '","'.join(items)
-    if '"' in joined or "\\" in joined:
-        joined = '","'.join(i.replace("\\", "\\\\").replace('"', '\\"') for i in items)
-    return '{"' + joined + '"}'
+    together = "".join(items)
+    if '"' in together or "\\" in together:
+        items = [i.replace("\\", "\\\\").replace('"', '\\"') for i in items]
+    return '{"' + '","'.join(items) + '"}'
 
 
 class RowChanges:
