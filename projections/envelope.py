@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from hashlib import sha1
-from typing import Any, Final
+from typing import Any, Final, Generic, TypeVar
 from uuid import NAMESPACE_URL, UUID, SafeUUID, uuid5
 
 from eventsourcing.persistence import Notification
@@ -17,6 +17,7 @@ from domain.ledger.sealing import SealingMapper
 __all__ = ["Envelope", "EventKinds", "decode_batch", "event_id"]
 
 _log = logging.getLogger(__name__)
+_K = TypeVar("_K")
 _EVENT_IDS = uuid5(NAMESPACE_URL, "memledger:event-id")
 _PREFIX: Final = _EVENT_IDS.bytes
 _CLEAR: Final = ~((0xC000 << 48) | (0xF000 << 64))  # variant and version bits
@@ -36,24 +37,26 @@ def event_id(originator_id: UUID, version: int) -> UUID:
     return made
 
 
-class EventKinds:
+class EventKinds(Generic[_K]):
     """What a projection does with each event class: the first base it matches, cached.
 
     A batch meets a handful of classes, so one dict lookup per event replaces a chain of
     isinstance checks; an unknown class (or `type(None)`, an unreadable event) gets `default`.
+    Any value is cached, None included.
     """
 
-    def __init__(self, table: Sequence[tuple[type, int]], default: int) -> None:
+    def __init__(self, table: Sequence[tuple[type, _K]], default: _K) -> None:
         self._table = tuple(table)
         self._default = default
-        self._cache: dict[type, int] = {}
+        self._cache: dict[type, _K] = {}
 
-    def __call__(self, cls: type) -> int:
-        kind = self._cache.get(cls)
-        if kind is None:
+    def __call__(self, cls: type) -> _K:
+        try:
+            return self._cache[cls]
+        except KeyError:
             kind = next((k for base, k in self._table if issubclass(cls, base)), self._default)
             self._cache[cls] = kind
-        return kind
+            return kind
 
 
 @dataclass(frozen=True, slots=True)

@@ -168,16 +168,16 @@ def _build(
 
 
 _ASYNC_COMMIT = SQL("SET LOCAL synchronous_commit TO OFF")
-_WEIGHTS = {  # rough share of a rebuild's time (CPU and SQL) per projection
-    "profile": 5.0,
-    "audit_log": 3.0,
-    "active_memories": 3.0,
-    "candidates": 2.0,
-    "memory_versions": 1.5,
-    "user_revisions": 1.0,
-    "tombstones": 0.3,
-    "search_terms": 8.0,
-    "embeddings": 50.0,  # the model's CPU time dwarfs the rest: a lane of its own
+_WEIGHTS = {  # Python CPU seconds per 100k events of the bench ledger (applying, with its SQL sent)
+    "search_terms": 2.3,
+    "profile": 1.5,
+    "audit_log": 0.55,
+    "active_memories": 0.45,
+    "candidates": 0.3,
+    "memory_versions": 0.25,
+    "user_revisions": 0.15,
+    "tombstones": 0.07,
+    "embeddings": 1000.0,  # the model (tens of memories/s) dwarfs the rest: a lane of its own
 }
 
 
@@ -185,10 +185,10 @@ def _lanes(projections: Sequence[Projection]) -> tuple[list[Projection], list[Pr
     """Two groups of about equal weight (the heaviest projections first, greedily)."""
     lanes: tuple[list[Projection], list[Projection]] = ([], [])
     weights = [0.0, 0.0]
-    for projection in sorted(projections, key=lambda p: -_WEIGHTS.get(p.name, 1.0)):
+    for projection in sorted(projections, key=lambda p: -_WEIGHTS.get(p.name, 0.5)):
         lightest = 0 if weights[0] <= weights[1] else 1
         lanes[lightest].append(projection)
-        weights[lightest] += _WEIGHTS.get(projection.name, 1.0)
+        weights[lightest] += _WEIGHTS.get(projection.name, 0.5)
     return lanes
 
 
@@ -266,28 +266,6 @@ class _Lane:
 
 class _Stopped(Exception):
     """The rebuild stopped (it raised): a lane must not build its indexes."""
-
-    def put(self, batch: list[Envelope]) -> None:
-        """Hand a batch to the lane (raises what stopped the lane, if it did)."""
-        self._put(batch)
-
-    def _put(self, item: list[Envelope] | None) -> None:
-        while True:
-            if self._error is not None:
-                raise self._error
-            with contextlib.suppress(queue.Full):
-                self._queue.put(item, timeout=0.05)
-                return
-
-    def _run(self) -> None:
-        conn, t = self._conn, self._t
-        try:
-            while (batch := self._queue.get()) is not None:
-                _apply(conn, self._projections, t, batch, durable=False)
-            if self._error is None:
-                _build(conn, self._projections, self._indexes)
-        except BaseException as error:
-            self._error = error
 
 
 @contextlib.contextmanager

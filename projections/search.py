@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from fractions import Fraction
 from itertools import pairwise
+from operator import add
 from typing import Any, Final, Protocol
 from uuid import UUID
 
@@ -81,6 +82,17 @@ _CJK_RANGES: Final = (
 )
 _CJK: Final = re.compile(f"[{_CJK_RANGES}]")
 _RUNS: Final = re.compile(f"[{_CJK_RANGES}]+|[^\\W_{_CJK_RANGES}]+")
+_CJK_RUNS: Final = re.compile(f"[{_CJK_RANGES}]+")
+_WORDS: Final = re.compile(f"[^\\W_{_CJK_RANGES}]+")
+_ASCII_WORDS: Final = re.compile("[a-z0-9]+")
+# Full-width and CJK punctuation (escaped: several look like ASCII), and the ideographic space.
+_CJK_PUNCTUATION: Final = (
+    "\uff0c\u3002\u3001\uff1a\uff1b\uff01\uff1f\uff08\uff09\u3010"
+    "\u3011\u300a\u300b\u3008\u3009\u300c\u300d\u300e\u300f\u201c"
+    "\u201d\u2018\u2019\u2014\u2026\uff5e\u00b7\u3000"
+)
+_PLAIN_CJK: Final = re.compile(f"[\\x00-\\x7f\\u4e00-\\u9fff{_CJK_PUNCTUATION}]*")
+_IDEOGRAPH_GAPS: Final = re.compile(r"(?<=[\u4e00-\u9fff])\s+(?=[\u4e00-\u9fff])")
 # fmt: off
 _STOPWORDS: Final = frozenset((
     "a", "an", "the", "and", "or", "but", "of", "to", "in", "on", "for", "with", "at", "by",
@@ -229,13 +241,25 @@ def query_terms(text: str) -> dict[str, int]:
 
 def document_terms(text: str) -> frozenset[str]:
     """Terms of a memory: words, CJK bigrams and single CJK characters."""
-    terms: set[str] = set()
-    for run in _RUNS.findall(normalise_content(text)):
-        if _CJK.match(run):
-            terms.update(a + b for a, b in pairwise(run))
-            terms.update(run)
-        else:
-            terms.add(_stem(run))
+    # The runs of `_RUNS` in the canonical form, found faster (every memory is projected
+    # through here): CJK runs and word runs apart, as the two classes are disjoint; and on
+    # ASCII text, where the canonical form only lowers the case, collapses whitespace and
+    # strips trailing punctuation, the runs of letters and digits of the lowered text. Text
+    # of ASCII, ideographs and common CJK punctuation (most Chinese memories) is as cheap:
+    # the punctuation only separates runs, before and after NFKC, and the one change of the
+    # canonical form that joins runs is dropping the whitespace between two ideographs.
+    if text.isascii():
+        words, runs = _ASCII_WORDS.findall(text.lower()), []
+    elif _PLAIN_CJK.fullmatch(text):
+        lowered = _IDEOGRAPH_GAPS.sub("", text.lower())
+        words, runs = _ASCII_WORDS.findall(lowered), _CJK_RUNS.findall(lowered)
+    else:
+        normal = normalise_content(text)
+        words, runs = _WORDS.findall(normal), _CJK_RUNS.findall(normal)
+    terms = {_stem(word) if word[-1] == "s" else word for word in words}  # see _stem
+    for run in runs:
+        terms.update(run)
+        terms.update(map(add, run, run[1:]))  # bigrams
     return frozenset(terms)
 
 

@@ -151,8 +151,20 @@ class DataKeyStore:
         return cached or None
 
     def prefetch(self, key_ids: Iterable[UUID]) -> None:
-        """Load many keys in one query (replays and rebuilds call this per batch)."""
-        wanted = [k for k in set(key_ids) if k not in self._staged]
+        """Load many keys in one query (replays and rebuilds call this per batch).
+
+        Keys staged or still cached (destroyed ones included) are not asked for again; they
+        only move to the recent end of the cache, so loading the others cannot evict them.
+        """
+        with self._lock:
+            wanted = []
+            for key_id in set(key_ids):
+                if key_id in self._staged:
+                    continue
+                if self._cached(key_id) is None:
+                    wanted.append(key_id)
+                else:
+                    self._cache.move_to_end(key_id)
         if not wanted:
             return
         rows = reads.fetch_all(self._datastore, self._sql_select_keys, (wanted,))

@@ -13,7 +13,7 @@ from uuid import UUID
 from psycopg import Cursor
 from psycopg.sql import SQL, Composed, Identifier
 
-__all__ = ["RowChanges", "copy_rows", "update_rows"]
+__all__ = ["RowChanges", "array_literal", "copy_rows", "update_rows"]
 
 
 def copy_rows(
@@ -46,22 +46,49 @@ def update_rows(
     types: Mapping[str, str],
     rows: Sequence[Sequence[Any]],
 ) -> None:
-    """Set columns `names` of existing rows, in one statement: rows are (key, *values)."""
+    """Set columns `names` of existing rows, in one statement: rows are (key, *values).
+
+    An array column (type `text[]`, say) is sent as one array literal per row and cast on
+    the server: `unnest` of an array of arrays would flatten it.
+    """
     if not rows:
         return
     columns = [key, *names]
     arrays = [list(column) for column in zip(*rows, strict=True)]
+    sent, values = [], []
+    for index, name in enumerate(columns):
+        kind = types[name]
+        if kind.endswith("[]"):
+            arrays[index] = [None if v is None else array_literal(v) for v in arrays[index]]
+            sent.append(SQL("%b::text[]"))
+            values.append(SQL("v.{}::" + kind).format(Identifier(name)))
+        else:
+            sent.append(SQL("%b::" + kind + "[]"))
+            values.append(SQL("v.{}").format(Identifier(name)))
     cur.execute(
         SQL("UPDATE {} AS t SET {} FROM unnest({}) AS v({}) WHERE t.{} = v.{}").format(
             table,
-            SQL(", ").join(SQL("{0} = v.{0}").format(Identifier(c)) for c in names),
-            SQL(", ").join(SQL("%b::" + types[c] + "[]") for c in columns),
+            SQL(", ").join(
+                SQL("{} = {}").format(Identifier(c), value)
+                for c, value in zip(names, values[1:], strict=True)
+            ),
+            SQL(", ").join(sent),
             SQL(", ").join(map(Identifier, columns)),
             Identifier(key),
             Identifier(key),
         ),
         arrays,
     )
+
+
+def array_literal(items: Sequence[str]) -> str:
+    """The text form of a one-dimensional array of strings, every element quoted."""
+    if not items:
+        return "{}"
+    together = "".join(items)
+    if '"' in together or "\\" in together:
+        items = [i.replace("\\", "\\\\").replace('"', '\\"') for i in items]
+    return '{"' + '","'.join(items) + '"}'
 
 
 class RowChanges:

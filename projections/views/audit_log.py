@@ -17,7 +17,7 @@ from domain.model.candidate import MemoryCandidate
 from domain.model.memory import Memory
 from domain.model.memory_settings import MemorySettings
 from projections.base import Projection
-from projections.envelope import Envelope, event_id
+from projections.envelope import Envelope, EventKinds, event_id
 from projections.tables import Tables
 from projections.views._rows import copy_rows
 
@@ -49,31 +49,32 @@ EVENT_TYPES: Final[dict[type, str]] = {
 
 def event_type(envelope: Envelope) -> str:
     """The audit name of a ledger event (`unknown` for one this version cannot read)."""
-    return EVENT_TYPES.get(type(envelope.event), "unknown")
+    return _KINDS(type(envelope.event))[0]
 
 
 _MEMORY, _CANDIDATE, _OTHER = range(3)
-_KINDS: dict[type, tuple[str, int]] = {}
 
 
-def _kind(cls: type) -> tuple[str, int]:
-    """An event class's audit name and family (cached: a batch meets a handful of classes)."""
+def _family(cls: type) -> int:
     if issubclass(cls, Memory.Event):
-        family = _MEMORY
-    elif issubclass(cls, MemoryCandidate.Event):
-        family = _CANDIDATE
-    else:
-        family = _OTHER
-    kind = _KINDS[cls] = (EVENT_TYPES.get(cls, "unknown"), family)
-    return kind
+        return _MEMORY
+    return _CANDIDATE if issubclass(cls, MemoryCandidate.Event) else _OTHER
+
+
+_KINDS = EventKinds(
+    (
+        *((cls, (name, _family(cls))) for cls, name in EVENT_TYPES.items()),
+        (Memory.Event, ("unknown", _MEMORY)),
+        (MemoryCandidate.Event, ("unknown", _CANDIDATE)),
+    ),
+    ("unknown", _OTHER),
+)
+"""An event class's audit name and family (where its memory id and scope are found)."""
 
 
 def _row(e: Envelope) -> tuple[Any, ...]:
     event = e.event
-    kind = _KINDS.get(type(event))
-    if kind is None:
-        kind = _kind(type(event))
-    name, family = kind
+    name, family = _KINDS(type(event))
     if family == _MEMORY:
         memory_id, candidate_id = e.originator_id, None
         scope_type = getattr(event, "scope_type", None)

@@ -11,17 +11,11 @@ from psycopg.sql import SQL, Composed
 
 from domain.model.memory import Memory
 from projections.base import Projection
-from projections.envelope import Envelope
+from projections.envelope import Envelope, EventKinds
 from projections.tables import Tables
 from projections.views._rows import copy_rows
 
 __all__ = ["MemoryVersions"]
-
-_CHANGE_TYPES = {
-    Memory.Updated: "update",
-    Memory.Replaced: "replace",
-    Memory.VersionRestored: "restore",
-}
 
 
 class MemoryVersions(Projection):
@@ -55,11 +49,9 @@ class MemoryVersions(Projection):
         forgotten: dict[UUID, int] = {}
         for index, envelope in enumerate(batch):
             event = envelope.event
-            kind = _KINDS.get(type(event))
+            kind = _KINDS(type(event))
             if kind is None:
-                kind = _kind(type(event))
-            if kind is None:
-                continue
+                continue  # no version: another event, or one this version does not know
             memory_id = envelope.originator_id
             if kind == "forget":
                 forgotten[memory_id] = index
@@ -124,17 +116,15 @@ _TYPES = (
     "uuid",
     "timestamptz",
 )
-_KINDS: dict[type, str | None] = {}
-
-
-def _kind(cls: type) -> str | None:
-    """The change type an event class makes ("forget" for Forgotten; None: no version)."""
-    kind: str | None = None
-    if issubclass(cls, Memory.Created):
-        kind = "create"
-    elif issubclass(cls, Memory.ContentChanged):
-        kind = _CHANGE_TYPES.get(cls, "update")
-    elif issubclass(cls, Memory.Forgotten):
-        kind = "forget"
-    _KINDS[cls] = kind
-    return kind
+_KINDS: EventKinds[str | None] = EventKinds(
+    (
+        (Memory.Created, "create"),
+        (Memory.Updated, "update"),
+        (Memory.Replaced, "replace"),
+        (Memory.VersionRestored, "restore"),
+        (Memory.ContentChanged, "update"),
+        (Memory.Forgotten, "forget"),
+    ),
+    None,
+)
+"""The change type an event class makes ("forget" for Forgotten; None: no version)."""

@@ -7,20 +7,19 @@ row; a memory whose personal fields were redacted keeps its row but has no terms
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
-from uuid import UUID
 
 from psycopg import Cursor
-from psycopg.sql import SQL, Composed, Identifier
+from psycopg.sql import SQL, Composed
 
 from domain.model.events import REDACTED
 from domain.model.memory import Memory
 from projections.base import Projection
-from projections.envelope import Envelope
+from projections.envelope import Envelope, EventKinds
 from projections.search import index_terms, key_terms
 from projections.tables import Tables
+from projections.views._rows import RowChanges
 
 __all__ = ["COLUMNS", "SEP", "SearchTerms", "prefixed_terms"]
 
@@ -42,6 +41,25 @@ COLUMNS = (
     "terms",
     "key_terms",
 )
+TYPES = {
+    "memory_id": "uuid",
+    "user_id": "text",
+    "memory_key": "text",
+    "content": "text",
+    "category": "text",
+    "scope_type": "text",
+    "workspace_type": "text",
+    "source_type": "text",
+    "status": "text",
+    "revision": "int4",
+    "updated_at": "timestamptz",
+    "last_confirmed_at": "timestamptz",
+    "review_after": "timestamptz",
+    "expires_at": "timestamptz",
+    "terms": "text[]",
+    "key_terms": "text[]",
+}
+"""Column types, as binary COPY needs them."""
 
 
 def stored_key_terms(memory_key: str) -> list[str]:
@@ -96,17 +114,21 @@ class SearchTerms(Projection):
         ]
 
     def apply(self, cur: Cursor[Any], t: Tables, batch: Sequence[Envelope]) -> None:
-        table = t["search_terms"]
-        new: dict[UUID, dict[str, Any]] = {}
-        updates: dict[UUID, dict[str, Any]] = {}
-        deleted: set[UUID] = set()
+        rows = RowChanges(t["search_terms"], "memory_id", COLUMNS, TYPES)
+        change, delete = rows.change, rows.delete
         for envelope in batch:
-            event, key = envelope.event, envelope.originator_id
-            values: dict[str, Any]
-            match event:
-                case Memory.Created():
-                    deleted.discard(key)
-                    new[key] = {
+            event = envelope.event
+            kind = _KINDS(type(event))
+            if kind == _OTHER:
+                continue  # not a memory event, or one this version does not know
+            key = envelope.originator_id
+            if kind == _FORGOTTEN:
+                delete(key)
+                continue
+            if kind == _CREATED:
+                rows.insert(
+                    key,
+                    {
                         "user_id": event.user_id,
                         "memory_key": event.memory_key,
                         "content": event.content,
@@ -120,70 +142,60 @@ class SearchTerms(Projection):
                         "last_confirmed_at": None,
                         "review_after": event.review_after,
                         "expires_at": event.expires_at,
-                    }
-                    continue
-                case Memory.ContentChanged():
-                    values = {
-                        "content": event.content,
-                        "category": event.category,
-                        "revision": event.revision,
-                    }
-                case Memory.Confirmed():
-                    values = {"last_confirmed_at": event.timestamp}
-                case Memory.Suppressed():
-                    values = {"status": "suppressed"}
-                case Memory.Restored():
-                    values = {"status": "active"}
-                case Memory.ScheduleChanged():
-                    values = {"review_after": event.review_after, "expires_at": event.expires_at}
-                case Memory.Forgotten():
-                    new.pop(key, None)
-                    updates.pop(key, None)
-                    deleted.add(key)
-                    continue
-                case _:
-                    continue  # not a memory event, or one this version does not know
-            values["updated_at"] = event.timestamp
-            if key in deleted:
+                    },
+                )
                 continue
-            if key in new:
-                new[key].update(values)
-            else:
-                updates.setdefault(key, {}).update(values)
-        if deleted:
-            cur.execute(
-                SQL("DELETE FROM {} WHERE memory_id = ANY(%s)").format(table), (list(deleted),)
-            )
-        if new:
-            names = SQL(", ").join(map(Identifier, ("memory_id", *COLUMNS)))
-            with cur.copy(SQL("COPY {} ({}) FROM STDIN").format(table, names)) as copy:
-                for key, row in new.items():
-                    row["terms"] = prefixed_terms(row["user_id"], row["memory_key"], row["content"])
-                    row["key_terms"] = stored_key_terms(row["memory_key"])
-                    copy.write_row((key, *(row[c] for c in COLUMNS)))
-        self._update(cur, table, updates)
+            if kind == _CONTENT:
+                values = {
+                    "content": event.content,
+                    "category": event.category,
+                    "revision": event.revision,
+                }
+            elif kind == _CONFIRMED:
+                values = {"last_confirmed_at": event.timestamp}
+            elif kind == _SUPPRESSED:
+                values = {"status": "suppressed"}
+            elif kind == _RESTORED:
+                values = {"status": "active"}
+            else:  # _SCHEDULE
+                values = {"review_after": event.review_after, "expires_at": event.expires_at}
+            values["updated_at"] = event.timestamp
+            change(key, values)
+        for row in rows.new.values():
+            row["terms"] = prefixed_terms(row["user_id"], row["memory_key"], row["content"])
+            row["key_terms"] = stored_key_terms(row["memory_key"])
+        _terms_of_changed_content(cur, rows)
+        rows.flush(cur)
 
-    @staticmethod
-    def _update(cur: Cursor[Any], table: Composed, updates: dict[UUID, dict[str, Any]]) -> None:
-        changed = [key for key, values in updates.items() if "content" in values]
-        if changed:  # new content: new terms, from the key and user already stored
-            cur.execute(
-                SQL(
-                    "SELECT memory_id, user_id, memory_key FROM {} WHERE memory_id = ANY(%s)"
-                ).format(table),
-                (changed,),
-            )
-            for memory_id, user_id, memory_key in cur.fetchall():
-                values = updates[memory_id]
-                values["terms"] = prefixed_terms(user_id, memory_key, values["content"])
-        groups: dict[tuple[str, ...], list[tuple[Any, ...]]] = defaultdict(list)
-        for key, values in updates.items():
-            names = tuple(sorted(values))
-            groups[names].append((*(values[c] for c in names), key))
-        for names, params in groups.items():
-            cur.executemany(
-                SQL("UPDATE {} SET {} WHERE memory_id = %s").format(
-                    table, SQL(", ").join(SQL("{} = %s").format(Identifier(c)) for c in names)
-                ),
-                params,
-            )
+
+def _terms_of_changed_content(cur: Cursor[Any], rows: RowChanges) -> None:
+    """Add new terms to the content changes of older rows (from their stored user and key)."""
+    changed = [key for key, values in rows.updates.items() if "content" in values]
+    if not changed:
+        return
+    cur.execute(
+        SQL("SELECT memory_id, user_id, memory_key FROM {} WHERE memory_id = ANY(%s)").format(
+            rows.table
+        ),
+        (changed,),
+        binary=True,
+    )
+    updates = rows.updates
+    for memory_id, user_id, memory_key in cur.fetchall():
+        values = updates[memory_id]
+        values["terms"] = prefixed_terms(user_id, memory_key, values["content"])
+
+
+_CREATED, _CONTENT, _CONFIRMED, _SUPPRESSED, _RESTORED, _SCHEDULE, _FORGOTTEN, _OTHER = range(8)
+_KINDS = EventKinds(
+    (
+        (Memory.Created, _CREATED),
+        (Memory.ContentChanged, _CONTENT),
+        (Memory.Confirmed, _CONFIRMED),
+        (Memory.Suppressed, _SUPPRESSED),
+        (Memory.Restored, _RESTORED),
+        (Memory.ScheduleChanged, _SCHEDULE),
+        (Memory.Forgotten, _FORGOTTEN),
+    ),
+    _OTHER,
+)
