@@ -134,7 +134,8 @@ def build_embeddings(settings: Settings) -> EmbeddingService:
             input_type=settings.embedder_input_type,
             threads=settings.embedder_threads,
             timeout=settings.embedder_timeout,
-        )
+        ),
+        matrix_bytes=settings.vector_cache_mb * 1024 * 1024,
     )
 
 

