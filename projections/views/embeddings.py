@@ -7,14 +7,18 @@ key), the `revision` the vector was computed for, the embedder's `model` and the
 redacted. A content change re-embeds the memory; forgetting it deletes the row. The texts of a
 batch are embedded in one call (a batch-sized model call, not one per event).
 
-Every change of a user's vectors renews their stamp in `embedding_stamps`
-(projections/embedding/matrix.py) and drops their matrices cached in this process, so search
-never scores with vectors that changed or were deleted.
+The projection runs in a worker of its own, in small batches (api/bootstrap.py): embedding is
+slow, and must hold back neither the other projections nor a forget behind it. Rows left
+without a vector (the embedder was off or failing) are filled later by `backfill`, a few at a
+time, from the memory's content in search_terms at the same revision, whenever the worker is
+caught up and the embedder answers. Every change of a user's vectors renews their stamp in
+`embedding_stamps` (projections/embedding/matrix.py) and drops their matrices cached in this
+process, so search never scores with vectors that changed or were deleted.
 
 Vectors are personal data derived from content: they live here only, are never logged,
-audited or exported, and go with the memory when it is forgotten. Enabling embeddings on an
-existing ledger (or changing the model) needs `memledger projections rebuild embeddings`,
-which fills every vector with progress; until then search uses the vectors it has.
+audited or exported, and go with the memory when it is forgotten. Changing the model needs
+`memledger projections rebuild embeddings`, which fills every vector with progress; until
+then search uses the vectors it has (of the configured model).
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from collections.abc import Sequence
 from typing import Any
 from uuid import UUID
 
-from psycopg import Cursor
+from psycopg import Connection, Cursor
 from psycopg.sql import SQL, Composed
 
 from domain.model.events import REDACTED
@@ -36,7 +40,10 @@ from projections.envelope import Envelope, EventKinds
 from projections.tables import Tables
 from projections.views._rows import RowChanges
 
-__all__ = ["COLUMNS", "Embeddings"]
+__all__ = ["BACKFILL_BATCH", "COLUMNS", "Embeddings"]
+
+BACKFILL_BATCH = 32
+"""Memories embedded per backfill step (about a second with the bundled model)."""
 
 COLUMNS = ("user_id", "memory_key", "revision", "model", "vector")
 TYPES = {
@@ -72,6 +79,9 @@ class Embeddings(Projection):
             ).format(table),
             SQL("CREATE INDEX IF NOT EXISTS {} ON {} (user_id)").format(
                 t.index("embeddings", "user"), table
+            ),
+            SQL("CREATE INDEX IF NOT EXISTS {} ON {} (memory_id) WHERE vector IS NULL").format(
+                t.index("embeddings", "missing"), table
             ),
             # Not one of `tables`: a rebuild neither rebuilds nor compares it (stamps are random);
             # the matrix key holds the embeddings table's identity for a swap.
@@ -129,6 +139,54 @@ class Embeddings(Projection):
         )
         if self.service is not None:
             self.service.matrices.evict(t.schema, users)
+
+    def backfill(self, conn: Connection[Any], t: Tables) -> int:
+        """Embed up to BACKFILL_BATCH memories stored without a vector; returns how many.
+
+        Their text comes from search_terms at the row's revision (a memory whose content
+        changed since, or that is gone, waits for its own event; a redacted one is never
+        embedded). The embedder runs outside any transaction; a vector is written only if the
+        row still has no vector at that revision and the memory is still there.
+        """
+        service = self.service
+        model = service.model_id if service is not None else None
+        if service is None or model is None or not service.available:
+            return 0
+        table = t["embeddings"]
+        found = conn.execute(
+            SQL(
+                "SELECT e.memory_id, e.revision, s.memory_key, s.content"
+                " FROM {} e JOIN {} s ON s.memory_id = e.memory_id AND s.revision = e.revision"
+                " WHERE e.vector IS NULL AND s.memory_key <> %s AND s.content <> %s"
+                " ORDER BY e.memory_id LIMIT %s"
+            ).format(table, t["search_terms"]),
+            (REDACTED, REDACTED, BACKFILL_BATCH),
+        ).fetchall()
+        if not found:
+            return 0
+        vectors = service.passages([passage_text(key, content) for _, _, key, content in found])
+        if vectors is None:
+            return 0  # failing: tried again once the service retries
+        with conn.transaction(), conn.cursor() as cur:
+            cur.execute(
+                SQL(
+                    "UPDATE {0} e SET model = %s, vector = u.vector"
+                    " FROM unnest(%s::uuid[], %s::int4[], %s::bytea[]) AS u(id, revision, vector)"
+                    " WHERE e.memory_id = u.id AND e.revision = u.revision AND e.vector IS NULL"
+                    " AND EXISTS (SELECT 1 FROM {1} s"
+                    "  WHERE s.memory_id = e.memory_id AND s.revision = e.revision)"
+                    " RETURNING e.user_id"
+                ).format(table, t["search_terms"]),
+                (
+                    model,
+                    [row[0] for row in found],
+                    [row[1] for row in found],
+                    [to_bytes(v) for v in vectors],
+                ),
+            )
+            updated = cur.fetchall()
+            self._changed(cur, t, {row[0] for row in updated})
+        return len(updated)
 
     def _embed(
         self,
