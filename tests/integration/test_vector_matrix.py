@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import hashlib
+import logging
 from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Any
-from uuid import UUID
+from uuid import UUID, uuid4
 
 import numpy as np
 import pytest
@@ -25,6 +26,7 @@ from projections.registry import main_projections
 from projections.views.embeddings import Embeddings
 from projections.worker import ProjectionWorker
 from tests.conftest import Clock
+from tests.integration.test_ledger_shredding import pg_dump
 
 pytestmark = pytest.mark.integration
 DIM = 64
@@ -200,3 +202,38 @@ def test_hybrid_search_keeps_working_on_the_cached_matrix(
     loaded = VectorReads(reads, None).user_vectors("alice", Words.model_id, DIM)
     assert loaded.matrix.shape == (30, DIM)
     assert np.allclose(np.linalg.norm(loaded.matrix, axis=1), 1.0)
+
+
+def test_a_forgotten_vector_is_nowhere_in_the_database_the_cache_or_the_logs(
+    ledger: MemoryLedger,
+    workers: tuple[ProjectionWorker, ProjectionWorker],
+    service: EmbeddingService,
+    clock: Clock,
+    database_url: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    main, embedding = workers
+    marker = uuid4().hex
+    secret = create(ledger, "hobby", f"collecting {marker} stamps")
+    create(ledger, "tea", "green tea")
+    main.catch_up()
+    embedding.catch_up()
+    reads = Reads(main.pool, main.schema)
+    assert secret in similar(reads, service, "stamps", clock.now)  # its matrix is cached
+    with main.pool.connection() as conn:
+        row = conn.execute(
+            f"SELECT vector FROM {main.schema}.memledger_embeddings WHERE memory_id = %s",
+            (secret,),
+        ).fetchone()
+    assert row is not None
+    trace = bytes(row[0])[:48].hex().encode()  # as pg_dump writes bytea
+    assert trace in pg_dump(database_url)
+
+    ledger.forget_memory("alice", secret)
+    main.catch_up()
+    embedding.catch_up()
+    assert service.matrices.state().entries == 0  # the matrix holding it was dropped
+    assert secret not in similar(reads, service, "stamps", clock.now)
+    assert trace not in pg_dump(database_url)
+    assert trace.decode() not in caplog.text and marker not in caplog.text
