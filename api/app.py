@@ -18,6 +18,7 @@ from api.middleware import RequestContext
 from api.routes import audit, candidates, legacy, memories, settings, tools
 from api.schemas.errors import ERROR_RESPONSES
 from projections.embedding.store import VectorReads
+from projections.worker import ProjectionWorker
 
 __all__ = ["create_app"]
 
@@ -40,10 +41,9 @@ def create_app(services: Services, *, max_lag: int = 1000) -> FastAPI:
     app.state.services = services
     install_error_handlers(app)
     app.add_middleware(RequestContext, metrics=services.metrics)
-    worker = services.worker
     services.metrics.watch(
         StateCollector(
-            lags=lambda: {s.name: s.lag for s in worker.status()} if worker else {},
+            lags=lambda: {**_lags(services.worker), **_lags(services.embedding_worker)},
             expired=services.reads.expired_count,
             embeddings=lambda: services.embeddings.state() if services.embeddings else None,
             unembedded=VectorReads(services.reads).without_vector,
@@ -60,15 +60,20 @@ def create_app(services: Services, *, max_lag: int = 1000) -> FastAPI:
     @app.get("/readyz", tags=["operations"], response_model=None)
     def readyz() -> Any:
         """200 when the ledger is reachable and projections lag at most `max_lag` events."""
-        worker = services.worker
         try:
             position = services.ledger.position()
-            lags = {s.name: s.lag for s in worker.status()} if worker else {}
+            lags = _lags(services.worker)
+            embedding_lags = _lags(services.embedding_worker)
         except Exception as error:  # any failure means not ready
             return JSONResponse(
                 {"status": "unavailable", "detail": type(error).__name__}, status_code=503
             )
-        body = {"ledger_position": position, "projection_lag": lags, **_search_state(services)}
+        body = {
+            "ledger_position": position,
+            "projection_lag": {**lags, **embedding_lags},
+            **_search_state(services),
+        }
+        # Embeddings lagging (a bulk import being embedded) only delay vectors: still ready.
         if any(lag > max_lag for lag in lags.values()):
             return JSONResponse({"status": "lagging", **body}, status_code=503)
         return {"status": "ready", **body}
@@ -79,6 +84,10 @@ def create_app(services: Services, *, max_lag: int = 1000) -> FastAPI:
         return Response(generate_latest(services.metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
     return app
+
+
+def _lags(worker: ProjectionWorker | None) -> dict[str, int]:
+    return {s.name: s.lag for s in worker.status()} if worker is not None else {}
 
 
 def _search_state(services: Services) -> dict[str, Any]:

@@ -23,10 +23,12 @@ from projections.embedding.configured import make_embedder
 from projections.embedding.service import EmbeddingService
 from projections.queries import Reads
 from projections.query_cache import QueryCache
-from projections.registry import all_projections
+from projections.registry import all_projections, main_projections
+from projections.views.embeddings import Embeddings
 from projections.worker import ProjectionWorker, ensure_tables
 
 __all__ = [
+    "build_embedding_worker",
     "build_embeddings",
     "build_ledger",
     "build_pool",
@@ -134,7 +136,8 @@ def build_embeddings(settings: Settings) -> EmbeddingService:
             input_type=settings.embedder_input_type,
             threads=settings.embedder_threads,
             timeout=settings.embedder_timeout,
-        )
+        ),
+        matrix_bytes=settings.vector_cache_mb * 1024 * 1024,
     )
 
 
@@ -144,11 +147,34 @@ def build_worker(
     database_url: str,
     embeddings: EmbeddingService | None = None,
 ) -> ProjectionWorker:
-    """The projection worker over every projection, with its tables created if missing."""
+    """The worker of every projection but embeddings (see `build_embedding_worker`), with the
+    tables of all created if missing. Read-your-writes waits for this one only.
+    """
     pool = build_pool(settings, database_url)
-    projections = all_projections(embeddings)
+    ensure_tables(pool, settings.db_schema, all_projections(embeddings))
+    return ProjectionWorker(ledger, pool, settings.db_schema, main_projections())
+
+
+def build_embedding_worker(
+    settings: Settings, ledger: MemoryLedger, database_url: str, embeddings: EmbeddingService
+) -> ProjectionWorker:
+    """The embeddings projection's own worker: small batches, a small pool of its own.
+
+    Embedding a batch takes about a second; in the main worker it held every projection (and
+    read-your-writes) back. Here it only delays vectors: search ranks a memory without one
+    lexically meanwhile, and a forget is applied within a batch or two.
+    """
+    pool = build_pool(settings, database_url, max_size=2)
+    projections = [Embeddings(embeddings)]
     ensure_tables(pool, settings.db_schema, projections)
-    return ProjectionWorker(ledger, pool, settings.db_schema, projections)
+    return ProjectionWorker(
+        ledger,
+        pool,
+        settings.db_schema,
+        projections,
+        batch_size=settings.embedding_batch,
+        name="embeddings-worker",
+    )
 
 
 def build_services(
@@ -156,6 +182,7 @@ def build_services(
     ledger: MemoryLedger,
     worker: ProjectionWorker,
     embeddings: EmbeddingService | None = None,
+    embedding_worker: ProjectionWorker | None = None,
 ) -> Services:
     """What the HTTP routes use: ledger, projection reads, metrics, JWT secret, audit, cache."""
     return Services(
@@ -167,6 +194,7 @@ def build_services(
         access_log=AccessLog(ledger),
         search_cache=QueryCache(ttl=settings.search_cache_ttl),
         embeddings=embeddings,
+        embedding_worker=embedding_worker,
     )
 
 

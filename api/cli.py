@@ -54,6 +54,7 @@ def serve(
 
     from api.app import create_app
     from api.bootstrap import (
+        build_embedding_worker,
         build_embeddings,
         build_ledger,
         build_services,
@@ -77,8 +78,10 @@ def serve(
     if embeddings.model_id is not None and not embeddings.warm_up():  # load the model now
         typer.echo("memledger: the embedder is unavailable; search is lexical only", err=True)
     projection_worker = build_worker(settings, ledger, url, embeddings)
+    embedding_worker = build_embedding_worker(settings, ledger, url, embeddings)
     if worker:
         projection_worker.start()
+        embedding_worker.start()  # its own thread: embedding never holds the others back
     # uvicorn drains in-flight requests on SIGTERM, then re-raises the signal to the handler
     # it found: make that handler a clean exit, so the worker and pools below close properly.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
@@ -86,7 +89,7 @@ def serve(
         configure_logging()
         uvicorn.run(
             create_app(
-                build_services(settings, ledger, projection_worker, embeddings),
+                build_services(settings, ledger, projection_worker, embeddings, embedding_worker),
                 max_lag=settings.max_projection_lag,
             ),
             host=host or settings.host,
@@ -95,8 +98,9 @@ def serve(
             timeout_graceful_shutdown=10,
         )
     finally:
-        projection_worker.stop()  # after in-flight requests: stops at a committed position
-        projection_worker.pool.close()
+        for each in (embedding_worker, projection_worker):
+            each.stop()  # after in-flight requests: stops at a committed position
+            each.pool.close()
         ledger.close()
 
 
@@ -166,19 +170,31 @@ def token(
 
 @projections_app.command("run")
 def run_projections() -> None:
-    """Follow the ledger and keep every projection up to date (its own process)."""
+    """Follow the ledger and keep every projection up to date (its own process).
+
+    Two workers: the embeddings projection in a thread of its own, every other in the
+    foreground.
+    """
 
     settings = _settings()
-    ledger, worker = _ledger_and_worker(settings)
+    ledger, worker, embedding_worker = _ledger_and_workers(settings)
     _complete_shredding(ledger)
-    signal.signal(signal.SIGTERM, lambda *_: worker.stop(timeout=0))
-    typer.echo("memledger: projection worker running (Ctrl-C to stop)", err=True)
+
+    def stop(*_: object) -> None:
+        worker.stop(timeout=0)
+        embedding_worker.stop(timeout=0)
+
+    signal.signal(signal.SIGTERM, stop)
+    typer.echo("memledger: projection workers running (Ctrl-C to stop)", err=True)
+    embedding_worker.start()
     try:
         worker.run()
     except KeyboardInterrupt:
-        worker.stop(timeout=0)
+        stop()
     finally:
-        worker.pool.close()
+        embedding_worker.stop()
+        for each in (worker, embedding_worker):
+            each.pool.close()
         ledger.close()
 
 
@@ -199,8 +215,9 @@ def rebuild_projections(
     except KeyError as error:
         typer.echo(str(error.args[0]), err=True)
         raise typer.Exit(2) from None
-    ledger, worker = _ledger_and_worker(settings)
-    embeddings = _embeddings_of(worker)
+    ledger, worker, embedding_worker = _ledger_and_workers(settings)
+    embedding_worker.pool.close()
+    embeddings = _embeddings_of(embedding_worker)
     chosen = select(names or [], embeddings)  # vectors from the configured embedder
     columns = (
         TextColumn("{task.description}"),
@@ -245,12 +262,14 @@ def rebuild_projections(
 def projections_status() -> None:
     """Each projection's position in the ledger and how far it lags."""
     settings = _settings()
-    ledger, worker = _ledger_and_worker(settings)
+    ledger, worker, embedding_worker = _ledger_and_workers(settings)
     try:
-        for status in worker.status():
-            typer.echo(f"{status.name:<18} position {status.position:>10}  lag {status.lag}")
+        for each in (worker, embedding_worker):  # embeddings: their own worker, listed last
+            for status in each.status():
+                typer.echo(f"{status.name:<18} position {status.position:>10}  lag {status.lag}")
     finally:
-        worker.pool.close()
+        for each in (worker, embedding_worker):
+            each.pool.close()
         ledger.close()
 
 
@@ -301,12 +320,26 @@ def erase_user(
     ledger.close()
 
 
-def _ledger_and_worker(settings: Settings) -> tuple[MemoryLedger, ProjectionWorker]:
-    from api.bootstrap import build_embeddings, build_ledger, build_worker, resolve_database_url
+def _ledger_and_workers(
+    settings: Settings,
+) -> tuple[MemoryLedger, ProjectionWorker, ProjectionWorker]:
+    """The ledger, the main projection worker and the embeddings projection's own worker."""
+    from api.bootstrap import (
+        build_embedding_worker,
+        build_embeddings,
+        build_ledger,
+        build_worker,
+        resolve_database_url,
+    )
 
     url = resolve_database_url(settings)
     ledger = build_ledger(settings, url)
-    return ledger, build_worker(settings, ledger, url, build_embeddings(settings))
+    embeddings = build_embeddings(settings)
+    return (
+        ledger,
+        build_worker(settings, ledger, url, embeddings),
+        build_embedding_worker(settings, ledger, url, embeddings),
+    )
 
 
 def _embeddings_of(worker: ProjectionWorker) -> EmbeddingService | None:

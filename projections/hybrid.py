@@ -1,10 +1,12 @@
 """Hybrid retrieval: lexical and vector evidence fused, every rule of section 10 kept.
 
 `HybridSource` is what `MemorySearch` consults when embeddings are on: it embeds the query
-(cached), scores the caller's visible memories exactly (projections/embedding/store.py) and
-hands back the memories at or above the minimum similarity, to be ranked together with the
-lexical candidates by a `HybridRanker`. The scope, status, shadowing, category and budget rules
-stay in `search()`, which sees only visible, retrievable candidates either way.
+(cached), scores the caller's visible memories exactly against their matrix (kept in memory
+per user until their memories or vectors change: projections/embedding/store.py) and hands
+back the memories at or above the minimum similarity, to be ranked together with the lexical
+candidates by a `HybridRanker`, and every visible memory's similarity (`HybridFound.all`).
+The scope, status, shadowing, category and budget rules stay in `search()`, which sees only
+visible, retrievable candidates either way.
 
 The fusion is deterministic and ordered in tiers:
 
@@ -26,7 +28,7 @@ THRESHOLDS); the lexical weight is the gap between related and unrelated cosines
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from fractions import Fraction
@@ -36,7 +38,7 @@ from uuid import UUID
 from domain.model.text import normalise_content, normalise_key
 from domain.model.values import Scope
 from projections.embedding.service import EmbeddingService
-from projections.embedding.store import VectorReads
+from projections.embedding.store import Similarities, VectorReads
 from projections.queries import Reads
 from projections.search import Candidate, Ranker, Scored, document_terms, query_terms
 
@@ -159,7 +161,10 @@ class HybridFound:
     """Vector candidates for one search, and the ranker that fuses them with lexical ones."""
 
     rows: list[dict[str, Any]]
+    """Search_terms rows of the vector-only candidates (the lexical ones are not repeated)."""
     ranker: HybridRanker
+    all: Similarities
+    """The query's similarity with every visible memory that has a current vector."""
 
 
 class HybridSource:
@@ -195,14 +200,18 @@ class HybridSource:
         *,
         now: datetime,
         category: str | None,
-        lexical_ids: Collection[UUID] = (),
+        lexical_revisions: Mapping[UUID, int] | None = None,
     ) -> HybridFound | None:
-        """Vector candidates and the fusing ranker, or None when embeddings are unavailable."""
+        """Vector candidates and the fusing ranker, or None when embeddings are unavailable.
+
+        `lexical_revisions`: the lexical candidates and their revisions (they get their
+        similarity whatever it is, if they have a vector of that revision).
+        """
         model = self.service.model_id
         vector = self.service.query(query) if model is not None else None
         if vector is None or model is None:
             return None
-        similar = VectorReads(reads).similar(
+        similar = VectorReads(reads, self.service.matrices).similar(
             user_id,
             scopes,
             vector,
@@ -211,7 +220,7 @@ class HybridSource:
             min_similarity=self.min_similarity,
             limit=self.pool,
             category=category,
-            include=lexical_ids,
+            include=lexical_revisions,
         )
         ranker = HybridRanker(
             lexical,
@@ -220,4 +229,4 @@ class HybridSource:
             lexical_weight=self.lexical_weight,
             model=model,
         )
-        return HybridFound(similar.rows, ranker)
+        return HybridFound(similar.rows, ranker, similar.all)

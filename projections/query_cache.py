@@ -338,7 +338,7 @@ class MemorySearch:
                 query,
                 now=now,
                 category=category,
-                lexical_ids=[r["memory_id"] for r in rows],
+                lexical_revisions={r["memory_id"]: r["revision"] for r in rows},
             )
             if hybrid is not None:
                 rows = rows + hybrid.rows

@@ -16,7 +16,7 @@ from projections.views.search_terms import SearchTerms
 from projections.views.tombstones import Tombstones
 from projections.views.user_revisions import UserRevisions
 
-__all__ = ["all_projections", "select"]
+__all__ = ["all_projections", "main_projections", "select"]
 
 
 def all_projections(embeddings: EmbeddingService | None = None) -> list[Projection]:
@@ -32,6 +32,11 @@ def all_projections(embeddings: EmbeddingService | None = None) -> list[Projecti
         SearchTerms(),
         Embeddings(embeddings),
     ]
+
+
+def main_projections() -> list[Projection]:
+    """Every projection but embeddings, which runs in a worker of its own (slow to apply)."""
+    return [p for p in all_projections() if p.name != Embeddings.name]
 
 
 def select(names: Sequence[str], embeddings: EmbeddingService | None = None) -> list[Projection]:

@@ -58,7 +58,10 @@ class ProjectionWorker:
     Run it in-process (`start()`/`stop()`) or as its own process (`run()`). Each projection is
     run by the one worker holding its advisory lock; other workers stand by. Database errors
     restart the loop with exponential back-off; a projection whose batch fails is retried
-    later without holding the others back.
+    later without holding the others back. Several workers may share a process, each over its
+    own projections (`name` names its thread): the embeddings projection has one of its own,
+    with small batches, so that slow embedding never holds back the others. When caught up, a
+    worker lets its projections `backfill` step by step, catching up again between steps.
     """
 
     def __init__(
@@ -71,6 +74,7 @@ class ProjectionWorker:
         batch_size: int = 1000,
         idle_wait: float = 1.0,
         max_backoff: float = 30.0,
+        name: str = "projection-worker",
     ) -> None:
         self.ledger = ledger
         self.pool = pool
@@ -80,6 +84,7 @@ class ProjectionWorker:
         self.batch_size = batch_size
         self.idle_wait = idle_wait
         self.max_backoff = max_backoff
+        self.name = name
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._progress = threading.Condition()
@@ -132,6 +137,32 @@ class ProjectionWorker:
             self._retry_at.pop(projection.name + "#", None)
         return done
 
+    def backfill(
+        self, owned: Sequence[Projection] | None = None, *, interruptible: bool = False
+    ) -> int:
+        """Let the projections fill in what they could not compute, catching up between steps
+        (a forget behind a long backfill is applied after one step); returns the steps' total.
+        """
+        projections = list(owned or self.projections)
+        total = 0
+        while not (interruptible and self._stop.is_set()):
+            done = 0
+            for projection in projections:
+                if not self._may_run(projection.name):
+                    continue
+                try:
+                    with self.pool.connection() as conn:
+                        done += projection.backfill(conn, self.tables)
+                except psycopg.OperationalError:
+                    raise
+                except Exception as error:
+                    self._failed(projection, error)
+            if not done:
+                return total
+            total += done
+            self.catch_up(projections, interruptible=interruptible)
+        return total
+
     def _failed(self, projection: Projection, error: Exception) -> None:
         # A broken projection must not hold the others back: retry it later, alone.
         delay = min(self.max_backoff, 2 * self._retry_at.get(projection.name + "#", 0.5))
@@ -171,6 +202,7 @@ class ProjectionWorker:
                 owned = [p for p in self.projections if self._hold(listener, p)]
                 if owned:
                     self.catch_up(owned, interruptible=True)
+                    self.backfill(owned, interruptible=True)
                 if any(p.name == "candidates" for p in owned):
                     self.expire_due_candidates()
                 # Sleep until the ledger notifies a commit (or idle_wait passes, as a safety net).
@@ -201,7 +233,7 @@ class ProjectionWorker:
     def start(self) -> None:
         """Run the worker in a background thread (in-process with the API)."""
         self._stop.clear()
-        self._thread = threading.Thread(target=self.run, name="projection-worker", daemon=True)
+        self._thread = threading.Thread(target=self.run, name=self.name, daemon=True)
         self._thread.start()
 
     def stop(self, timeout: float = 10.0) -> None:

@@ -7,8 +7,11 @@ into the embeddings table with COPY; embeddings/s counts the embedder's time and
 in turn (real vectors, so the scoring and the threshold behave as with real data; only the
 backfill rate is measured on fewer texts), for a quicker run. Then, in the same rounds as the
 lexical measurements and the primary-key floor: hybrid search through `MemorySearch` with the
-cache off (query vectors cold at the start of each round, then cached as the service caches
-them), with the cache on (first pass: misses; second pass: hits), and the query embedding alone.
+search cache off (query vectors cold at the start of each round, then cached as the service
+caches them; the user's vector matrix loaded once, then kept as the service keeps it while the
+user's memories do not change), the same with the matrix dropped before every query (what the
+first search after a change of the user's memories costs), with the search cache on (first
+pass: misses; second pass: hits), and the query embedding alone.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ __all__ = ["LABELS", "HybridBench"]
 BATCH = 256
 LABELS = {
     "hybrid_off": "hybrid search, cache off",
+    "hybrid_reload": "hybrid search, cache off, matrix reloaded",
     "hybrid_on_first": "hybrid search, cache on, first pass",
     "hybrid_on_again": "hybrid search, cache on, second pass",
     "query_embedding": "  of which: query embedding (uncached)",
@@ -124,6 +128,9 @@ class HybridBench:
         self.service.clear_cache()
         for query in asked:
             timed(lambda q=query: self._run(off, q), times["hybrid_off"])
+        for query in asked:
+            self.service.matrices.clear()  # as after a change of the user's memories
+            timed(lambda q=query: self._run(off, q), times["hybrid_reload"])
         engine = MemorySearch(self.reads, QueryCache(ttl=3600), vectors=self.source)
         for name in ("hybrid_on_first", "hybrid_on_again"):
             for query in asked:
@@ -138,8 +145,10 @@ class HybridBench:
         lexical = MemorySearch(self.reads, None)
         hybrid = MemorySearch(self.reads, None, vectors=self.source)
         answers = [(self._run(lexical, q), self._run(hybrid, q)) for q in asked]
+        matrices = self.service.matrices.state()
         return {
             **self.facts_,
+            "matrix_mb": round(matrices.bytes / 2**20, 1),
             "mean_items": round(sum(len(h) for _, h in answers) / len(answers), 2),
             "empty_results": sum(1 for _, h in answers if not h),
             "differs_from_lexical": sum(1 for lex, h in answers if lex != h),

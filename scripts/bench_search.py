@@ -83,6 +83,7 @@ from projections.worker import ensure_tables
 
 _HYBRID_LABELS = {
     "hybrid_off": "hybrid search, cache off",
+    "hybrid_reload": "hybrid search, cache off, matrix reloaded",
     "hybrid_on_first": "hybrid search, cache on, first pass",
     "hybrid_on_again": "hybrid search, cache on, second pass",
     "query_embedding": "  of which: query embedding (uncached)",
@@ -669,7 +670,8 @@ def report(data: dict[str, Any]) -> None:
             f"hybrid: {h['vectors']:,} vectors ({h['model']}), backfill {h['embedded']:,}"
             f" embedded in {h['backfill_seconds']}s = {h['embeddings_per_second']} embeddings/s;"
             f" mean items {h['mean_items']}, empty {h['empty_results']},"
-            f" answers differing from lexical {h['differs_from_lexical']}/{d['queries']}"
+            f" answers differing from lexical {h['differs_from_lexical']}/{d['queries']};"
+            f" vector matrix in memory {h.get('matrix_mb', 0)} MB"
         )
     target = data["target"]
     verdict = "meets" if target["met"] else "does NOT meet"

@@ -5,7 +5,8 @@ load, the endpoint is down) never reaches a caller: passages and queries come ba
 search falls back to lexical ranking, the projection stores the memory without a vector, and
 the embedder is not tried again for `retry_after` seconds. `state()` is what /readyz and
 /metrics report. Query vectors are cached in memory only (LRU), keyed by the normalised query
-(the form the search cache keys on); nothing here is written anywhere.
+(the form the search cache keys on), and so are the users' vector matrices (`matrices`, see
+projections/embedding/matrix_cache.py); nothing here is written anywhere.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Final
 
 from domain.model.text import normalise_content
 from projections.embedding.embedder import Embedder, EmbedderError, Vectors
+from projections.embedding.matrix_cache import DEFAULT_MAX_BYTES, MatrixCache
 
 __all__ = ["EmbeddingService", "EmbeddingState"]
 
@@ -53,8 +55,11 @@ class EmbeddingService:
         query_cache: int = DEFAULT_QUERY_CACHE,
         retry_after: float = 30.0,
         clock: Callable[[], float] = time.monotonic,
+        matrix_bytes: int = DEFAULT_MAX_BYTES,
     ) -> None:
         self.embedder = embedder
+        self.matrices = MatrixCache(matrix_bytes)
+        """Users' vector matrices for search, in memory (dropped when their vectors change)."""
         self.retry_after = retry_after
         self.clock = clock
         self._cache_size = max(0, query_cache)

@@ -7,10 +7,18 @@ key), the `revision` the vector was computed for, the embedder's `model` and the
 redacted. A content change re-embeds the memory; forgetting it deletes the row. The texts of a
 batch are embedded in one call (a batch-sized model call, not one per event).
 
+The projection runs in a worker of its own, in small batches (api/bootstrap.py): embedding is
+slow, and must hold back neither the other projections nor a forget behind it. Rows left
+without a vector (the embedder was off or failing) are filled later by `backfill`, a few at a
+time, from the memory's content in search_terms at the same revision, whenever the worker is
+caught up and the embedder answers. Every change of a user's vectors renews their stamp in
+`embedding_stamps` (projections/embedding/matrix.py) and drops their matrices cached in this
+process, so search never scores with vectors that changed or were deleted.
+
 Vectors are personal data derived from content: they live here only, are never logged,
-audited or exported, and go with the memory when it is forgotten. Enabling embeddings on an
-existing ledger (or changing the model) needs `memledger projections rebuild embeddings`,
-which fills every vector with progress; until then search uses the vectors it has.
+audited or exported, and go with the memory when it is forgotten. Changing the model needs
+`memledger projections rebuild embeddings`, which fills every vector with progress; until
+then search uses the vectors it has (of the configured model).
 """
 
 from __future__ import annotations
@@ -19,19 +27,23 @@ from collections.abc import Sequence
 from typing import Any
 from uuid import UUID
 
-from psycopg import Cursor
+from psycopg import Connection, Cursor
 from psycopg.sql import SQL, Composed
 
 from domain.model.events import REDACTED
 from domain.model.memory import Memory
 from projections.base import Projection
 from projections.embedding.embedder import passage_text, to_bytes
+from projections.embedding.matrix import STAMPS
 from projections.embedding.service import EmbeddingService
 from projections.envelope import Envelope, EventKinds
 from projections.tables import Tables
 from projections.views._rows import RowChanges
 
-__all__ = ["COLUMNS", "Embeddings"]
+__all__ = ["BACKFILL_BATCH", "COLUMNS", "Embeddings"]
+
+BACKFILL_BATCH = 32
+"""Memories embedded per backfill step (about a second with the bundled model)."""
 
 COLUMNS = ("user_id", "memory_key", "revision", "model", "vector")
 TYPES = {
@@ -68,12 +80,21 @@ class Embeddings(Projection):
             SQL("CREATE INDEX IF NOT EXISTS {} ON {} (user_id)").format(
                 t.index("embeddings", "user"), table
             ),
+            SQL("CREATE INDEX IF NOT EXISTS {} ON {} (memory_id) WHERE vector IS NULL").format(
+                t.index("embeddings", "missing"), table
+            ),
+            # Not one of `tables`: a rebuild neither rebuilds nor compares it (stamps are random);
+            # the matrix key holds the embeddings table's identity for a swap.
+            SQL(
+                "CREATE TABLE IF NOT EXISTS {} (user_id text PRIMARY KEY, stamp uuid NOT NULL)"
+            ).format(_stamps(t)),
         ]
 
     def apply(self, cur: Cursor[Any], t: Tables, batch: Sequence[Envelope]) -> None:
         table = t["embeddings"]
         rows = RowChanges(table, "memory_id", COLUMNS, TYPES)
         texts: dict[UUID, tuple[str | None, str]] = {}  # to embed: (key if unknown, content)
+        users: set[str] = set()
         for envelope in batch:
             event = envelope.event
             kind = _KINDS(type(event))
@@ -97,8 +118,75 @@ class Embeddings(Projection):
             elif kind == _FORGOTTEN:
                 rows.delete(key)
                 texts.pop(key, None)
+            else:
+                continue
+            users.add(event.user_id)
         self._embed(cur, table, rows, texts)
         rows.flush(cur)
+        self._changed(cur, t, users)
+
+    def _changed(self, cur: Cursor[Any], t: Tables, users: set[str]) -> None:
+        """New stamps for these users, and their cached matrices dropped."""
+        if not users:
+            return
+        cur.execute(
+            SQL(
+                "INSERT INTO {} (user_id, stamp) SELECT u, gen_random_uuid()"
+                " FROM unnest(%s::text[]) u"
+                " ON CONFLICT (user_id) DO UPDATE SET stamp = EXCLUDED.stamp"
+            ).format(_stamps(t)),
+            (sorted(users),),
+        )
+        if self.service is not None:
+            self.service.matrices.evict(t.schema, users)
+
+    def backfill(self, conn: Connection[Any], t: Tables) -> int:
+        """Embed up to BACKFILL_BATCH memories stored without a vector; returns how many.
+
+        Their text comes from search_terms at the row's revision (a memory whose content
+        changed since, or that is gone, waits for its own event; a redacted one is never
+        embedded). The embedder runs outside any transaction; a vector is written only if the
+        row still has no vector at that revision and the memory is still there.
+        """
+        service = self.service
+        model = service.model_id if service is not None else None
+        if service is None or model is None or not service.available:
+            return 0
+        table = t["embeddings"]
+        found = conn.execute(
+            SQL(
+                "SELECT e.memory_id, e.revision, s.memory_key, s.content"
+                " FROM {} e JOIN {} s ON s.memory_id = e.memory_id AND s.revision = e.revision"
+                " WHERE e.vector IS NULL AND s.memory_key <> %s AND s.content <> %s"
+                " ORDER BY e.memory_id LIMIT %s"
+            ).format(table, t["search_terms"]),
+            (REDACTED, REDACTED, BACKFILL_BATCH),
+        ).fetchall()
+        if not found:
+            return 0
+        vectors = service.passages([passage_text(key, content) for _, _, key, content in found])
+        if vectors is None:
+            return 0  # failing: tried again once the service retries
+        with conn.transaction(), conn.cursor() as cur:
+            cur.execute(
+                SQL(
+                    "UPDATE {0} e SET model = %s, vector = u.vector"
+                    " FROM unnest(%s::uuid[], %s::int4[], %s::bytea[]) AS u(id, revision, vector)"
+                    " WHERE e.memory_id = u.id AND e.revision = u.revision AND e.vector IS NULL"
+                    " AND EXISTS (SELECT 1 FROM {1} s"
+                    "  WHERE s.memory_id = e.memory_id AND s.revision = e.revision)"
+                    " RETURNING e.user_id"
+                ).format(table, t["search_terms"]),
+                (
+                    model,
+                    [row[0] for row in found],
+                    [row[1] for row in found],
+                    [to_bytes(v) for v in vectors],
+                ),
+            )
+            updated = cur.fetchall()
+            self._changed(cur, t, {row[0] for row in updated})
+        return len(updated)
 
     def _embed(
         self,
@@ -129,6 +217,10 @@ class Embeddings(Projection):
             return  # off or failing: the rows keep no vector (a rebuild fills them later)
         for (key, _), vector in zip(wanted, vectors, strict=True):
             rows.change(key, {"model": service.model_id, "vector": to_bytes(vector)})
+
+
+def _stamps(t: Tables) -> Composed:
+    return Tables(t.schema)[STAMPS]  # always the live table, also during a rebuild
 
 
 _CREATED, _CONTENT, _FORGOTTEN, _OTHER = range(4)
