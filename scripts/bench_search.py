@@ -233,7 +233,7 @@ def fill(
         if args.prototype:
             table = t["active_memories"]
             cur.execute(sql.SQL("ALTER TABLE {} ADD COLUMN terms text[]").format(table))
-        for purpose in ("terms", "user_key", "user_category"):
+        for purpose in ("terms", "user_key", "user_category_recent"):
             cur.execute(sql.SQL("DROP INDEX {}.{}").format(
                 sql.Identifier(t.schema), t.index("search_terms", purpose)
             ))  # fmt: skip
