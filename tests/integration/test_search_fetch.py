@@ -39,6 +39,7 @@ QUERIES = (
     "trust",
     "rust",
     "nothing at all",
+    "about it",  # stop words only: no terms, but a key
 )
 
 
@@ -59,6 +60,10 @@ def _memories(ledger: MemoryLedger, clock: Any) -> None:
             content=content,
             category=("goal", "preference", "background", "fact")[i % 4],
             review_after=soon if i % 6 == 0 else None,
+        )
+    for scope in (Scope.global_(), LEARNING):
+        ledger.create_memory(
+            "alice", scope=scope, memory_key="about_it", content="Stop words", category="other"
         )
     ledger.create_memory(
         "bob", scope=Scope.global_(), memory_key="goal", content="my goals", category="goal"
