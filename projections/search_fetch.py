@@ -99,8 +99,9 @@ def fetch_candidates(
 ) -> list[dict[str, Any]]:
     """The rows `search` needs for `query` (see the module docstring), terms unprefixed.
 
-    `cur` must use a dict row factory; `table` is the search_terms table. Usually one round
-    trip: the lower stages ride along behind gates that open only when they are needed.
+    `cur` must use a dict row factory; `table` is the search_terms table. One statement when
+    the top stage settles the answer (most queries), one more per lower stage needed. (Lower
+    stages chained in one statement behind gates planned slower than they saved.)
     """
     if not scopes:
         return []
@@ -116,7 +117,6 @@ def fetch_candidates(
         "named": sorted(q.named),
         "all": [prefix + t for t in q.terms],
         "phrase_terms": sorted(prefix + t for t in phrase_terms),
-        "wanted": wanted,
     }
     for i, term in enumerate(q.terms):
         params[f"p{i}"] = prefix + term
