@@ -14,32 +14,18 @@ from psycopg.rows import dict_row
 from psycopg.sql import SQL, Composed
 from psycopg_pool import ConnectionPool
 
-from domain.model.text import normalise_key
 from domain.model.values import Scope
 from projections.profile_rules import FIELDS
-from projections.search import MAX_LIMIT, named_categories, query_terms
+from projections.search import MAX_LIMIT
+from projections.search_fetch import fetch_candidates
 from projections.tables import Tables
 from projections.views.active_memories import COLUMNS as MEMORY_COLUMNS
 from projections.views.profile_changes import TABLE as PROFILE_CHANGES
-from projections.views.search_terms import COLUMNS as SEARCH_COLUMNS
-from projections.views.search_terms import SEP
 
 __all__ = ["InvalidCursor", "Page", "Reads"]
 
 _MAX_CHANGES = len(FIELDS)  # profile changes one event can cause: one per field at most
 _MEMORY = SQL(", ").join(SQL(c) for c in ("memory_id", *MEMORY_COLUMNS))
-_SEARCH = SQL(", ").join(SQL(c) for c in SEARCH_COLUMNS if c not in ("terms", "key_terms"))
-
-
-def _scopes(alias: str, count: int) -> Composed:
-    """`(scope_type, workspace_type)` is one of `count` scopes passed as %(s<i>)s, %(w<i>)s."""
-    return SQL(" OR ").join(
-        SQL(
-            f"({alias}scope_type = %(s{i})s"
-            f" AND {alias}workspace_type IS NOT DISTINCT FROM %(w{i})s)"
-        )
-        for i in range(count)
-    )
 
 
 class InvalidCursor(ValueError):
@@ -261,83 +247,23 @@ class Reads:
         category: str | None = None,
         limit: int = MAX_LIMIT,
     ) -> list[dict[str, Any]]:
-        """The rows `search` can return for `query`, with their stored `terms` and `key_terms`.
+        """The few rows `search` needs to rank `query` exactly, with their `terms` and `key_terms`.
 
-        From the search_terms projection: the user's active, unexpired memories in these scopes
-        (a global one hidden by a visible workspace one with its key is left out, as
-        `shadow_global` would) that share a query term (GIN), hold the query as key or belong
-        to a category the query names. All that hold the key or every query term (only those
-        can contain the query as a phrase) are kept; of the others, whose order the ranker
-        decides on matched term weight, key term weight, category, review state, age and id
-        alone (all computed here), only the first `limit`: no other can be returned.
+        From the search_terms projection: the user's active, unexpired, visible memories (a
+        global one hidden by a visible workspace one with its key left out, as `shadow_global`
+        would) that can rank within the first `limit`; see projections/search_fetch.py.
         """
-        if not scopes:
-            return []
-        weights = query_terms(query)
-        prefix = user_id + SEP
-        live = SQL(
-            "user_id = %(user)s AND status = 'active'"
-            " AND (expires_at IS NULL OR expires_at > %(now)s) AND ({})"
-        ).format(_scopes("", len(scopes)))
-        # Matched weights, as the ranker sums them: one array test per query term (few).
-        matched = SQL(" + ").join(
-            SQL(f"CASE WHEN %(p{i})s = ANY(terms) THEN {w:d} ELSE 0 END")
-            for i, w in enumerate(weights.values())
-        )
-        key_matched = SQL(" + ").join(
-            SQL(f"CASE WHEN %(t{i})s = ANY(key_terms) THEN {w:d} ELSE 0 END")
-            for i, w in enumerate(weights.values())
-        )
-        query_sql = SQL(
-            "WITH m AS ("
-            " SELECT memory_id, {columns}, terms, key_terms,"
-            " {matched} AS matched, {key_matched} AS key_matched"
-            " FROM {table} s WHERE {live}"
-            " AND (terms && %(terms)s OR memory_key = %(key)s OR category = ANY(%(named)s))"
-            " AND (%(category)s::text IS NULL OR category = %(category)s)"
-            " AND NOT (scope_type = 'global' AND EXISTS (SELECT 1 FROM {table} w"
-            "  WHERE w.user_id = s.user_id AND w.memory_key = s.memory_key"
-            "  AND w.scope_type = 'workspace' AND w.status = 'active'"
-            "  AND (w.expires_at IS NULL OR w.expires_at > %(now)s) AND ({w_scope}))))"
-            " SELECT * FROM m WHERE memory_key IS NOT DISTINCT FROM %(key)s"
-            " OR (%(total)s > 0 AND matched >= %(total)s)"
-            " UNION ALL (SELECT * FROM m WHERE memory_key IS DISTINCT FROM %(key)s"
-            " AND NOT (%(total)s > 0 AND matched >= %(total)s)"
-            " ORDER BY matched DESC, key_matched DESC, category = ANY(%(named)s) DESC,"
-            " coalesce(review_after <= %(now)s AND (last_confirmed_at IS NULL"
-            " OR last_confirmed_at < review_after), false),"
-            " updated_at DESC, memory_id LIMIT %(limit)s)"
-        ).format(
-            columns=_SEARCH,
-            matched=matched if weights else SQL("0"),
-            key_matched=key_matched if weights else SQL("0"),
-            table=self.t["search_terms"],
-            live=live,
-            w_scope=_scopes("w.", len(scopes)),
-        )
-        named_params: dict[str, Any] = {
-            "user": user_id,
-            "now": now,
-            "terms": [prefix + t for t in weights],
-            "key": normalise_key(query) or None,
-            "named": list(named_categories(query)),
-            "category": category,
-            "total": sum(weights.values()),
-            "limit": max(1, limit),
-        }
-        for i, term in enumerate(weights):
-            named_params[f"p{i}"] = prefix + term
-            named_params[f"t{i}"] = term
-        for i, scope in enumerate(scopes):
-            named_params[f"s{i}"] = scope.scope_type
-            named_params[f"w{i}"] = scope.workspace_type
         with self.pool.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
-            # Not prepared: a generic plan cannot see how selective the terms are.
-            rows = cur.execute(query_sql, named_params, prepare=False).fetchall()
-        cut = len(prefix)
-        for row in rows:
-            row["terms"] = [term[cut:] for term in row["terms"]]
-        return rows
+            return fetch_candidates(
+                cur,
+                self.t["search_terms"],
+                user_id,
+                scopes,
+                query,
+                now=now,
+                category=category,
+                limit=limit,
+            )
 
     def memory_by_key(self, user_id: str, scope: Scope, memory_key: str) -> dict[str, Any] | None:
         """The live memory (active or suppressed) holding a normalised key in a scope, or None."""

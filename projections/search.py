@@ -32,7 +32,6 @@ import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from fractions import Fraction
 from itertools import pairwise
 from operator import add
 from typing import Any, Final, Protocol
@@ -45,8 +44,10 @@ __all__ = [
     "DEFAULT_LIMIT",
     "ITEM_TOKENS",
     "MAX_LIMIT",
+    "MIN_MATCHED",
     "TOTAL_TOKENS",
     "Candidate",
+    "LexicalQuery",
     "LexicalRanker",
     "Ranker",
     "Scored",
@@ -55,6 +56,7 @@ __all__ = [
     "document_terms",
     "due_for_review",
     "estimate_tokens",
+    "has_phrase",
     "index_terms",
     "key_terms",
     "named_categories",
@@ -109,6 +111,8 @@ _STOP_CHARS: Final = frozenset(
     "的了是我你他她它们在和与及也都就很吗呢吧啊呀么这那个一有要会对把被给让什怎样哪些为之其"
 )
 _STRONG, _WEAK = 2, 1  # term weights: a bigram with one function character counts half
+MIN_MATCHED: Final = _STRONG
+"""Matched term weight that makes a memory a match on its own (no key, phrase or category)."""
 
 # fmt: off
 CATEGORY_WORDS: Final[Mapping[str, frozenset[str]]] = {
@@ -301,7 +305,79 @@ def _has_phrase(haystack: str, phrase: str) -> bool:
     return False
 
 
+def has_phrase(phrase: str, memory_key: str, content: str) -> bool:
+    """The normalised query `phrase` occurs, word-aligned, in the content or the key's words.
+
+    Only a memory holding every query term can hold the phrase (the narrow fetch relies on it).
+    """
+    return bool(phrase) and (
+        _has_phrase(normalise_content(content), phrase)
+        or _has_phrase(memory_key.replace("_", " "), phrase)
+    )
+
+
 # -- the lexical ranker ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class LexicalQuery:
+    """A query as the lexical ranker reads it, and the ranker's judgement of one candidate."""
+
+    terms: Mapping[str, int]
+    phrase: str
+    key: str
+    named: frozenset[str]
+    total: int
+
+    @classmethod
+    def of(cls, query: str) -> LexicalQuery:
+        """Weighted terms, the phrase (none without terms), key form and named categories."""
+        terms = query_terms(query)
+        return cls(
+            terms,
+            normalise_content(query) if terms else "",
+            normalise_key(query),
+            named_categories(query),
+            sum(terms.values()),
+        )
+
+    def matched(self, found: frozenset[str]) -> int:
+        """The weight of the query terms among `found`."""
+        return sum(w for t, w in self.terms.items() if t in found)
+
+    def judge(
+        self, c: Candidate, now: datetime, *, phrased: bool | None = None
+    ) -> tuple[bool, tuple[Any, ...], float]:
+        """Whether `c` matches, its sort key (best first) and its score.
+
+        `phrased` overrides the phrase test (for a bound on rows not seen). Coverage compares as
+        matched weight: the total is the same for every candidate of a query.
+        """
+        key_text = c.memory_key.replace("_", " ")
+        found = c.terms if c.terms is not None else document_terms(f"{key_text} {c.content}")
+        matched = self.matched(found)
+        in_key = c.key_terms if c.key_terms is not None else document_terms(key_text)
+        key_matched = self.matched(in_key)
+        key_match = bool(self.key) and self.key == c.memory_key
+        if phrased is None:
+            phrased = has_phrase(self.phrase, c.memory_key, c.content)
+        category = c.category in self.named
+        order = (
+            not key_match,
+            not phrased,
+            -matched,
+            -key_matched,
+            not category,
+            c.is_due_for_review(now),
+            -c.updated_at.timestamp(),
+            str(c.memory_id),
+        )
+        coverage = matched / self.total if self.total else 0.0
+        return (
+            key_match or phrased or category or matched >= MIN_MATCHED,
+            order,
+            8 * key_match + 4 * phrased + 2 * coverage + category,
+        )
 
 
 class LexicalRanker:
@@ -311,39 +387,12 @@ class LexicalRanker:
 
     def rank(self, query: str, candidates: Sequence[Candidate], *, now: datetime) -> list[Scored]:
         """Matches only, best first."""
-        terms = query_terms(query)
-        phrase = normalise_content(query) if terms else ""
-        query_key = normalise_key(query)
-        named = named_categories(query)
-        total = sum(terms.values())
+        q = LexicalQuery.of(query)
         ranked: list[tuple[tuple[Any, ...], Scored]] = []
         for c in candidates:
-            key_text = c.memory_key.replace("_", " ")
-            found = c.terms if c.terms is not None else document_terms(f"{key_text} {c.content}")
-            matched = sum(w for t, w in terms.items() if t in found)
-            in_key = c.key_terms if c.key_terms is not None else document_terms(key_text)
-            key_matched = sum(w for t, w in terms.items() if t in in_key)
-            key_match = bool(query_key) and query_key == c.memory_key
-            has_phrase = bool(phrase) and (
-                _has_phrase(normalise_content(c.content), phrase) or _has_phrase(key_text, phrase)
-            )
-            category = c.category in named
-            if not (key_match or has_phrase or category or matched >= _STRONG):
-                continue
-            coverage = Fraction(matched, total) if total else Fraction(0)
-            key_coverage = Fraction(key_matched, total) if total else Fraction(0)
-            order = (
-                not key_match,
-                not has_phrase,
-                -coverage,
-                -key_coverage,
-                not category,
-                c.is_due_for_review(now),
-                -c.updated_at.timestamp(),
-                str(c.memory_id),
-            )
-            score = 8 * key_match + 4 * has_phrase + 2 * float(coverage) + category
-            ranked.append((order, Scored(c, score)))
+            match, order, score = q.judge(c, now)
+            if match:
+                ranked.append((order, Scored(c, score)))
         ranked.sort(key=lambda pair: pair[0])
         return [scored for _, scored in ranked]
 

@@ -68,6 +68,7 @@ from projections.query_cache import MemorySearch, QueryCache
 from projections.registry import all_projections
 from projections.search import (
     CATEGORY_WORDS,
+    DEFAULT_LIMIT,
     Candidate,
     LexicalRanker,
     document_terms,
@@ -95,6 +96,7 @@ CATEGORIES = ("preference", "goal", "constraint", "background", "fact", "profile
 SCOPES = (("global", None), ("workspace", "learning"), ("workspace", "teaching"),
           ("workspace", "research"))  # fmt: skip
 TARGET = 5.0
+LIMIT = DEFAULT_LIMIT  # what the tool returns by default, and what every search here asks for
 
 # fmt: off
 EN_THINGS = (
@@ -245,7 +247,7 @@ def fill(
         if args.prototype:
             table = t["active_memories"]
             cur.execute(sql.SQL("ALTER TABLE {} ADD COLUMN terms text[]").format(table))
-        for purpose in ("terms", "user_key", "user_category"):
+        for purpose in ("terms", "user_key", "user_category_recent"):
             cur.execute(sql.SQL("DROP INDEX {}.{}").format(
                 sql.Identifier(t.schema), t.index("search_terms", purpose)
             ))  # fmt: skip
@@ -345,7 +347,7 @@ def exactness(reads: Reads, asked: list[str]) -> dict[str, Any]:
             truths[query] = ids_of(exact, query)
         equal += ids_of(new, query) == truths[query]
         old_equal += ids_of(old, query) == truths[query]
-        sizes.append(len(reads.search_candidates(USER, scopes, query, now=NOW)))
+        sizes.append(len(reads.search_candidates(USER, scopes, query, now=NOW, limit=LIMIT)))
     return {
         "queries": len(asked),
         "equal_to_exact": equal,
@@ -386,7 +388,7 @@ def bench(url: str, schema: str, args: argparse.Namespace) -> dict[str, Any]:
             return len(engine(USER, WORKSPACE, query, now=NOW).result.items)
 
         old = old_search(reads)
-        pools = {q: reads.search_candidates(USER, scopes, q, now=NOW) for q in asked}
+        pools = {q: reads.search_candidates(USER, scopes, q, now=NOW, limit=LIMIT) for q in asked}
 
         def rank_only(query: str) -> None:
             candidates = [Candidate.from_row(r) for r in pools[query]]
@@ -408,10 +410,9 @@ def bench(url: str, schema: str, args: argparse.Namespace) -> dict[str, Any]:
         passes = {"first": [0, 0], "again": [0, 0]}
         for r in range(args.rounds):  # alternate, so drift on the host hits all alike
             say(f"round {r + 1}/{args.rounds}: {', '.join(names)}")
-            for _ in asked:
+            for query in asked:  # side by side, so that both meet the same load on the host
                 memory_id = rng.choice(mine)
                 timed(lambda m=memory_id: reads.memory(USER, m), times["floor"])
-            for query in asked:
                 timed(lambda q=query: run(off, q), times["off"])
             engine = MemorySearch(reads, QueryCache(ttl=3600))
             cache = engine.cache
@@ -424,7 +425,7 @@ def bench(url: str, schema: str, args: argparse.Namespace) -> dict[str, Any]:
                 passes[name][1] += cache.misses - before[1]
             for query in asked:
                 timed(
-                    lambda q=query: reads.search_candidates(USER, scopes, q, now=NOW),
+                    lambda q=query: reads.search_candidates(USER, scopes, q, now=NOW, limit=LIMIT),
                     times["fetch_only"],
                 )
             for query in asked:

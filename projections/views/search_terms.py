@@ -108,9 +108,15 @@ class SearchTerms(Projection):
             SQL("CREATE INDEX IF NOT EXISTS {} ON {} (user_id, memory_key)").format(
                 t.index("search_terms", "user_key"), table
             ),
-            SQL("CREATE INDEX IF NOT EXISTS {} ON {} (user_id, category)").format(
-                t.index("search_terms", "user_category"), table
+            # The newest rows of a category first: a query that only names a category reads a
+            # few index entries instead of sorting all the user's rows of it.
+            SQL("DROP INDEX IF EXISTS {}.{}").format(
+                Identifier(t.schema), t.index("search_terms", "user_category")
             ),
+            SQL(
+                "CREATE INDEX IF NOT EXISTS {} ON {}"
+                " (user_id, category, updated_at DESC, memory_id)"
+            ).format(t.index("search_terms", "user_category_recent"), table),
         ]
 
     def apply(self, cur: Cursor[Any], t: Tables, batch: Sequence[Envelope]) -> None:
