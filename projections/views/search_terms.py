@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from psycopg import Cursor
-from psycopg.sql import SQL, Composed
+from psycopg.sql import SQL, Composed, Identifier
 
 from domain.model.events import REDACTED
 from domain.model.memory import Memory
