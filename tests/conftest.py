@@ -4,16 +4,13 @@ from __future__ import annotations
 
 import os
 import pathlib
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import psycopg
 import pytest
 from fastapi.testclient import TestClient
-from psycopg import sql
 from psycopg_pool import ConnectionPool
 
 from api.app import create_app
@@ -31,6 +28,7 @@ from projections.embedding.service import EmbeddingService
 from projections.queries import Reads
 from projections.registry import all_projections
 from projections.worker import ProjectionWorker, ensure_tables
+from tests.schemas import drop_schema
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
 
@@ -57,24 +55,6 @@ def pg_schema(database_url: str) -> Iterator[str]:
         yield name
     finally:
         drop_schema(database_url, name)
-
-
-def drop_schema(database_url: str, name: str, attempts: int = 5) -> None:
-    """Drop a schema and everything in it, retrying a deadlock.
-
-    Another run on the same server may be locking every table of the database one by one
-    (the shredding test's whole-database pg_dump), in another order than DROP ... CASCADE.
-    """
-    for attempt in range(attempts):
-        try:
-            with psycopg.connect(database_url, autocommit=True) as conn:
-                drop = sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name))
-                conn.execute(drop)
-            return
-        except psycopg.errors.DeadlockDetected:
-            if attempt == attempts - 1:
-                raise
-            time.sleep(0.2 * (attempt + 1))
 
 
 class Clock:

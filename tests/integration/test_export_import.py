@@ -10,11 +10,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import psycopg
 import pytest
 import typer
 from fastapi.testclient import TestClient
-from psycopg import sql
 from psycopg_pool import ConnectionPool
 from typer.testing import CliRunner
 
@@ -29,6 +27,7 @@ from domain.model.values import Scope
 from projections.queries import Reads
 from projections.registry import all_projections
 from projections.worker import ProjectionWorker, ensure_tables
+from tests.schemas import drop_schema
 
 pytestmark = pytest.mark.integration
 
@@ -88,8 +87,7 @@ def other(database_url: str, make_ledger: Callable[..., MemoryLedger]) -> Iterat
     finally:
         worker.stop()
         pool.close()
-        with psycopg.connect(database_url, autocommit=True) as conn:
-            conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+        drop_schema(database_url, schema)
 
 
 @pytest.fixture

@@ -14,6 +14,7 @@ from domain.ledger.keyring import KeyringError, generate_master_key
 from domain.ledger.ledger import MemoryLedger
 from domain.model.events import REDACTED
 from domain.model.values import Scope
+from tests.schemas import drop_schema
 
 
 def remember(ledger: MemoryLedger, content: str, key: str = "k") -> object:
@@ -56,8 +57,7 @@ def test_a_backup_of_the_events_table_alone_cannot_be_decrypted(
         (created,) = restored.events.get(memory.memory_id)  # type: ignore[attr-defined]
         assert created.content == REDACTED
     finally:
-        with psycopg.connect(database_url, autocommit=True) as conn:
-            conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(restored_schema)))
+        drop_schema(database_url, restored_schema)
 
 
 def test_the_database_without_the_master_key_cannot_be_decrypted(
