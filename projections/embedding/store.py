@@ -11,7 +11,7 @@ part: a stale vector (content changed, not re-embedded yet) never speaks for new
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 from uuid import UUID
@@ -48,6 +48,8 @@ class Similar:
     """Their search_terms rows (as `Reads.search_candidates` returns them)."""
     scored: int
     """How many vectors were compared."""
+    vectors: dict[UUID, Vectors] = field(default_factory=dict)
+    """The vector of each memory in `similarity` (the ranker calibrates with them)."""
 
 
 class VectorReads:
@@ -117,7 +119,9 @@ class VectorReads:
             for i, memory_id in enumerate(ids):
                 if memory_id in wanted:
                     similarity[memory_id] = float(scores[i])
-        return Similar(similarity, self._rows(new), len(ids))
+        position = {memory_id: i for i, memory_id in enumerate(ids)}
+        vectors = {memory_id: matrix[position[memory_id]] for memory_id in similarity}
+        return Similar(similarity, self._rows(new), len(ids), vectors)
 
     def without_vector(self, model: str | None) -> int:
         """Live memories without a vector of `model` (all of them when `model` is None)."""
