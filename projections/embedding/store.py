@@ -14,7 +14,7 @@ content.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from functools import lru_cache
 from typing import Any
@@ -72,6 +72,8 @@ class Similar:
     """How many vectors were compared."""
     all: Similarities = _NONE
     """Every visible memory's similarity (for a ranker that wants more than the best)."""
+    vectors: dict[UUID, Vectors] = field(default_factory=dict)
+    """The vector of each memory in `similarity` (the ranker calibrates with them)."""
 
 
 @lru_cache(maxsize=64)
@@ -150,7 +152,8 @@ class VectorReads:
             del similarity[gone]  # changed or forgotten since the matrix was read
         shown = np.flatnonzero(visible)
         every = Similarities(vectors.ids, shown, scores[shown])
-        return Similar(similarity, rows, len(shown), every)
+        chosen = {m: vectors.matrix[vectors.index[m]] for m in similarity}
+        return Similar(similarity, rows, len(shown), every, chosen)
 
     def without_vector(self, model: str | None) -> int:
         """Live memories without a vector of `model` (all of them when `model` is None)."""

@@ -109,6 +109,18 @@ def test_the_set_is_consistent_and_large_enough() -> None:
     assert {q.kind for q in data.queries} == set(ev.KINDS)
     assert sum(q.kind == "paraphrase" for q in data.queries) >= 60
     assert sum(q.kind == "cross_language" for q in data.queries) >= 60
+    unrelated = [q.query for q in data.queries if q.kind == "no_match"]
+    assert len(unrelated) >= 60
+    english = sum(q.isascii() for q in unrelated)
+    assert english >= 25 and len(unrelated) - english >= 25
+
+
+def test_the_halves_are_stable_and_balanced() -> None:
+    data = ev.EvalSet.load(HERE)
+    halves = [ev.half(q.id) for q in data.queries]
+
+    assert ev.half("q001") == ev.half("q001") and set(halves) == set(ev.HALVES)
+    assert abs(halves.count("tuning") - halves.count("held-out")) <= len(halves) // 10
 
 
 def test_the_scoring_gives_a_perfect_ranking_one_and_catches_every_forbidden_memory() -> None:

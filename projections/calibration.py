@@ -1,0 +1,99 @@
+"""Query-specific calibration of vector similarity: a memory's cosine minus its hubness.
+
+Why: multilingual-e5's cosines are compressed (almost every pair lands between 0.75 and 0.9)
+and their scale depends on the memory: a generic memory ("I am a nurse", "call me Xiao Zhang")
+is close to almost any question, a specific one is not. An absolute cosine threshold therefore
+either lets unrelated queries through the generic memories or shuts out the right answer in
+the specific ones. CSLS (cross-domain similarity local scaling, Conneau et al. 2018, the usual
+fix for hubness in cross-lingual retrieval) subtracts from the cosine how similar each side
+typically is to texts that are *not* its match.
+
+Here that is the memory's hubness: the mean of its `TOP_K` highest cosines to a fixed
+background of generic statements (projections/background_texts.py) embedded as queries, in
+the language of the query being answered (e5's scale differs by language pair, so the
+background is taken in the query's script: CJK or not). `relevance = cosine - hubness` is
+about 0 for a memory no closer to the query than to a random other topic, and positive for
+one that answers it. (The query-side term of CSLS, the query's own top-k similarity to the
+background, was measured too and did not separate better; see projections/hybrid.py.)
+
+The background vectors are computed once per process and model, on first use, through the
+embedding service (about 300 short texts: a few seconds at start-up; `Background.warm_up`).
+They hold no personal data.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Sequence
+from typing import Final
+
+import numpy as np
+
+from domain.model.text import normalise_content
+from projections.background_texts import CHINESE, ENGLISH
+from projections.embedding.embedder import Vectors, normalised
+from projections.embedding.service import EmbeddingService
+
+__all__ = ["TOP_K", "Background", "is_cjk"]
+
+TOP_K: Final = 10
+"""How many of the background's nearest texts a memory's hubness averages (CSLS's usual k)."""
+
+_LOCK: Final = threading.Lock()
+_COMPUTED: Final[dict[str, tuple[Vectors, Vectors]]] = {}
+"""Per process: model id -> the background's (latin, cjk) query vectors (no personal data)."""
+_CJK: Final = re.compile("[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+
+
+def is_cjk(text: str) -> bool:
+    """True when `text` holds any CJK character (Chinese or Japanese script)."""
+    return bool(_CJK.search(text))
+
+
+class Background:
+    """The background texts' query vectors for one embedding service, computed once."""
+
+    def __init__(self, service: EmbeddingService) -> None:
+        self.service = service
+
+    def vectors(self, cjk_query: bool) -> Vectors | None:
+        """The background in the query's script, or None while the embedder fails."""
+        model = self.service.model_id
+        if model is None:
+            return None
+        with _LOCK:
+            computed = _COMPUTED.get(model)
+            if computed is None:
+                latin = self._embed(ENGLISH)
+                cjk = self._embed(CHINESE)
+                if latin is None or cjk is None:
+                    return None
+                computed = _COMPUTED[model] = (latin, cjk)
+        return computed[1] if cjk_query else computed[0]
+
+    def warm_up(self) -> bool:
+        """Compute the background now (at start-up) rather than in the first search."""
+        return self.vectors(False) is not None
+
+    def hubness(self, memories: Vectors, *, cjk_query: bool) -> Vectors | None:
+        """Each memory's mean top-`TOP_K` cosine to the background (None: unavailable)."""
+        background = self.vectors(cjk_query)
+        if background is None:
+            return None
+        if len(memories) == 0:
+            return np.zeros(0, dtype=np.float32)
+        similarity = memories @ background.T
+        k = min(TOP_K, similarity.shape[1])
+        top = np.partition(similarity, -k, axis=1)[:, -k:]
+        return np.asarray(top.mean(axis=1), dtype=np.float32)
+
+    def _embed(self, texts: Sequence[str]) -> Vectors | None:
+        embedder = self.service.embedder
+        if embedder is None or not self.service.available:
+            return None
+        try:  # as queries (not through the query cache): each stands for "a query about X"
+            rows = [embedder.query(normalise_content(text)) for text in texts]
+        except Exception:  # a failing embedder: search is lexical until it answers again
+            return None
+        return normalised(np.stack(rows))
