@@ -193,7 +193,7 @@ def test_hybrid_search_keeps_working_on_the_cached_matrix(
     main.catch_up()
     embedding.catch_up()
     reads = Reads(main.pool, main.schema)
-    engine = MemorySearch(reads, None, vectors=HybridSource(service, min_similarity=0.3))
+    engine = MemorySearch(reads, None, vectors=HybridSource(service, fetch_floor=0.3))
     cached = [engine("alice", "learning", f"topic{i}", now=clock.now) for i in range(5)]
     service.matrices.clear()
     fresh = [engine("alice", "learning", f"topic{i}", now=clock.now) for i in range(5)]
