@@ -8,9 +8,16 @@ from typing import Any
 from psycopg import Cursor
 from psycopg.sql import SQL, Composed
 
-from domain.model.memory import Memory
 from projections.base import Projection
-from projections.envelope import Envelope, EventKinds
+from projections.envelope import Envelope
+from projections.memory_kinds import CONFIRMED as _CONFIRMED
+from projections.memory_kinds import CONTENT as _CONTENT
+from projections.memory_kinds import CREATED as _CREATED
+from projections.memory_kinds import FORGOTTEN as _FORGOTTEN
+from projections.memory_kinds import MEMORY_KINDS as _KINDS
+from projections.memory_kinds import OTHER as _OTHER
+from projections.memory_kinds import RESTORED as _RESTORED
+from projections.memory_kinds import SUPPRESSED as _SUPPRESSED
 from projections.tables import Tables
 from projections.views._rows import RowChanges
 
@@ -140,18 +147,3 @@ class ActiveMemories(Projection):
             values["position"] = envelope.position
             change(key, values)
         rows.flush(cur)
-
-
-_CREATED, _CONTENT, _CONFIRMED, _SUPPRESSED, _RESTORED, _SCHEDULE, _FORGOTTEN, _OTHER = range(8)
-_KINDS = EventKinds(
-    (
-        (Memory.Created, _CREATED),
-        (Memory.ContentChanged, _CONTENT),
-        (Memory.Confirmed, _CONFIRMED),
-        (Memory.Suppressed, _SUPPRESSED),
-        (Memory.Restored, _RESTORED),
-        (Memory.ScheduleChanged, _SCHEDULE),
-        (Memory.Forgotten, _FORGOTTEN),
-    ),
-    _OTHER,
-)

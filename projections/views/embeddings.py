@@ -31,12 +31,15 @@ from psycopg import Connection, Cursor
 from psycopg.sql import SQL, Composed
 
 from domain.model.events import REDACTED
-from domain.model.memory import Memory
 from projections.base import Projection
 from projections.embedding.embedder import passage_text, to_bytes
 from projections.embedding.matrix import STAMPS
 from projections.embedding.service import EmbeddingService
-from projections.envelope import Envelope, EventKinds
+from projections.envelope import Envelope
+from projections.memory_kinds import CONTENT as _CONTENT
+from projections.memory_kinds import CREATED as _CREATED
+from projections.memory_kinds import FORGOTTEN as _FORGOTTEN
+from projections.memory_kinds import MEMORY_KINDS as _KINDS
 from projections.tables import Tables
 from projections.views._rows import RowChanges
 
@@ -221,14 +224,3 @@ class Embeddings(Projection):
 
 def _stamps(t: Tables) -> Composed:
     return Tables(t.schema)[STAMPS]  # always the live table, also during a rebuild
-
-
-_CREATED, _CONTENT, _FORGOTTEN, _OTHER = range(4)
-_KINDS = EventKinds(
-    (
-        (Memory.Created, _CREATED),
-        (Memory.ContentChanged, _CONTENT),
-        (Memory.Forgotten, _FORGOTTEN),
-    ),
-    _OTHER,
-)

@@ -25,10 +25,18 @@ from uuid import UUID
 from psycopg import Connection, Cursor
 from psycopg.sql import SQL, Composed
 
-from domain.model.memory import Memory
 from domain.model.values import SOURCE_TYPES, Scope
 from projections.base import Projection
-from projections.envelope import Envelope, EventKinds
+from projections.envelope import Envelope
+from projections.memory_kinds import CONFIRMED as _CONFIRMED
+from projections.memory_kinds import CONTENT as _CONTENT
+from projections.memory_kinds import CREATED as _CREATED
+from projections.memory_kinds import FORGOTTEN as _FORGOTTEN
+from projections.memory_kinds import MEMORY_KINDS as _KINDS
+from projections.memory_kinds import OTHER as _OTHER
+from projections.memory_kinds import RESTORED as _RESTORED
+from projections.memory_kinds import SCHEDULE as _SCHEDULE
+from projections.memory_kinds import SUPPRESSED as _SUPPRESSED
 from projections.profile_rules import FIELDS, MemoryFacts, derive
 from projections.tables import Tables
 from projections.views import profile_changes
@@ -157,22 +165,7 @@ class Profile(Projection):
         changes.write(cur, t)
 
 
-_CREATED, _CONTENT, _CONFIRMED, _SUPPRESSED, _RESTORED, _SCHEDULE, _FORGOTTEN = range(1, 8)
-_MEMORY_EVENT, _OTHER = 8, 9
 _CHANGING = frozenset((_CONTENT, _SUPPRESSED, _RESTORED, _FORGOTTEN))
-_KINDS = EventKinds(
-    (
-        (Memory.Created, _CREATED),
-        (Memory.ContentChanged, _CONTENT),
-        (Memory.Confirmed, _CONFIRMED),
-        (Memory.Suppressed, _SUPPRESSED),
-        (Memory.Restored, _RESTORED),
-        (Memory.ScheduleChanged, _SCHEDULE),
-        (Memory.Forgotten, _FORGOTTEN),
-        (Memory.Event, _MEMORY_EVENT),
-    ),
-    _OTHER,
-)
 _TYPES = {
     "memory_id": "uuid",
     "user_id": "text",

@@ -14,9 +14,16 @@ from psycopg import Cursor
 from psycopg.sql import SQL, Composed, Identifier
 
 from domain.model.events import REDACTED
-from domain.model.memory import Memory
 from projections.base import Projection
-from projections.envelope import Envelope, EventKinds
+from projections.envelope import Envelope
+from projections.memory_kinds import CONFIRMED as _CONFIRMED
+from projections.memory_kinds import CONTENT as _CONTENT
+from projections.memory_kinds import CREATED as _CREATED
+from projections.memory_kinds import FORGOTTEN as _FORGOTTEN
+from projections.memory_kinds import MEMORY_KINDS as _KINDS
+from projections.memory_kinds import OTHER as _OTHER
+from projections.memory_kinds import RESTORED as _RESTORED
+from projections.memory_kinds import SUPPRESSED as _SUPPRESSED
 from projections.search import index_terms, key_terms
 from projections.tables import Tables
 from projections.views._rows import RowChanges
@@ -190,18 +197,3 @@ def _terms_of_changed_content(cur: Cursor[Any], rows: RowChanges) -> None:
     for memory_id, user_id, memory_key in cur.fetchall():
         values = updates[memory_id]
         values["terms"] = prefixed_terms(user_id, memory_key, values["content"])
-
-
-_CREATED, _CONTENT, _CONFIRMED, _SUPPRESSED, _RESTORED, _SCHEDULE, _FORGOTTEN, _OTHER = range(8)
-_KINDS = EventKinds(
-    (
-        (Memory.Created, _CREATED),
-        (Memory.ContentChanged, _CONTENT),
-        (Memory.Confirmed, _CONFIRMED),
-        (Memory.Suppressed, _SUPPRESSED),
-        (Memory.Restored, _RESTORED),
-        (Memory.ScheduleChanged, _SCHEDULE),
-        (Memory.Forgotten, _FORGOTTEN),
-    ),
-    _OTHER,
-)
