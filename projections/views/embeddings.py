@@ -129,8 +129,12 @@ class Embeddings(Projection):
         self._changed(cur, t, users)
 
     def _changed(self, cur: Cursor[Any], t: Tables, users: set[str]) -> None:
-        """New stamps for these users, and their cached matrices dropped."""
-        if not users:
+        """New stamps for these users, and their cached matrices dropped.
+
+        Not while rebuilding into fresh tables (`t.suffix`): nobody reads those yet, and the
+        swap changes the embeddings table's identity, which every matrix key holds.
+        """
+        if not users or t.suffix:
             return
         cur.execute(
             SQL(
