@@ -265,6 +265,27 @@ class Reads:
                 limit=limit,
             )
 
+    def next_shadow_expiry(
+        self, user_id: str, scopes: Sequence[Scope], now: datetime
+    ) -> datetime | None:
+        """When the first of the user's visible, active workspace memories expires (or None).
+
+        A workspace memory hides the global one with its key; when it expires, without any
+        event, the global one becomes visible, so a cached search result must not outlive it.
+        """
+        workspaces = [s.workspace_type for s in scopes if s.scope_type == "workspace"]
+        if not workspaces:
+            return None
+        rows = self._all(
+            SQL(
+                "SELECT min(expires_at) AS at FROM {} WHERE user_id = %s AND status = 'active'"
+                " AND scope_type = 'workspace' AND workspace_type = ANY(%s)"
+                " AND expires_at > %s"
+            ).format(self.t["search_terms"]),
+            (user_id, workspaces, now),
+        )
+        return rows[0]["at"] if rows else None
+
     def memory_by_key(self, user_id: str, scope: Scope, memory_key: str) -> dict[str, Any] | None:
         """The live memory (active or suppressed) holding a normalised key in a scope, or None."""
         rows = self._all(

@@ -307,7 +307,11 @@ class MemorySearch:
         found, rows, version = self._search(user_id, workspace, scopes, query, now, category, limit)
         if snapshot.may_store:  # under the version that ranked it (lexical if vectors failed)
             key = replace(key, retrieval_version=version)
-            self.cache.put(key, found, fresh_until=_fresh_until(rows, now))
+            until = _fresh_until(rows, now)
+            hiding = self.reads.next_shadow_expiry(user_id, scopes, now)
+            if hiding is not None and (until is None or hiding < until):
+                until = hiding  # a global memory it hides shows from then on
+            self.cache.put(key, found, fresh_until=until)
         return found
 
     def _version(self) -> str:

@@ -124,6 +124,12 @@ class SearchTerms(Projection):
                 "CREATE INDEX IF NOT EXISTS {} ON {}"
                 " (user_id, category, updated_at DESC, memory_id)"
             ).format(t.index("search_terms", "user_category_recent"), table),
+            # The next expiry of a workspace memory (it may hide a global one): the search
+            # cache keeps no result past it.
+            SQL(
+                "CREATE INDEX IF NOT EXISTS {} ON {} (user_id, expires_at)"
+                " WHERE scope_type = 'workspace' AND expires_at IS NOT NULL"
+            ).format(t.index("search_terms", "workspace_expiry"), table),
         ]
 
     def apply(self, cur: Cursor[Any], t: Tables, batch: Sequence[Envelope]) -> None:

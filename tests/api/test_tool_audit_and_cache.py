@@ -354,6 +354,28 @@ def test_an_expiring_memory_leaves_the_cached_result_when_it_expires(
     assert search(client, auth, "examples") == []
 
 
+def test_a_global_memory_hidden_until_its_workspace_twin_expires_shows_from_then_on(
+    client: TestClient, auth: Auth, clock: Any, services: Services
+) -> None:
+    remember(client, auth, memory_key="drink", content="likes green tea")
+    remember(
+        client,
+        auth,
+        memory_key="drink",
+        content="prefers coffee while studying",
+        scope_type="workspace",
+        workspace_type="learning",
+        expires_at=(clock.now + timedelta(minutes=30)).isoformat(),
+    )
+    # The workspace memory hides the global one with its key, without matching the query.
+    assert search(client, auth, "green tea") == search(client, auth, "green tea") == []
+    assert services.search_cache is not None and services.search_cache.hits == 1
+
+    clock.advance(minutes=31)  # no event: the workspace memory's expiry must end the entry
+
+    assert [item["content"] for item in search(client, auth, "green tea")] == ["likes green tea"]
+
+
 def test_a_ttl_of_zero_turns_the_cache_off(
     client: TestClient, auth: Auth, services: Services
 ) -> None:
