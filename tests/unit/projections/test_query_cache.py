@@ -199,6 +199,21 @@ class FakeReads:
         self.queries += 1
         return [r for r in self.rows if r["expires_at"] is None or r["expires_at"] > now][:limit]
 
+    def next_shadow_expiry(
+        self, user_id: str, scopes: Sequence[Scope], now: datetime
+    ) -> datetime | None:
+        """When the first visible workspace memory expires (it may hide a global one)."""
+        workspaces = {s.workspace_type for s in scopes if s.scope_type == "workspace"}
+        times = [
+            r["expires_at"]
+            for r in self.rows
+            if r["scope_type"] == "workspace"
+            and r["workspace_type"] in workspaces
+            and r["expires_at"] is not None
+            and r["expires_at"] > now
+        ]
+        return min(times, default=None)
+
 
 @pytest.fixture
 def snapshot(monkeypatch: pytest.MonkeyPatch) -> list[RevisionSnapshot]:
