@@ -10,15 +10,8 @@ from psycopg.sql import SQL, Composed
 
 from projections.base import Projection
 from projections.envelope import Envelope
-from projections.memory_kinds import CONFIRMED as _CONFIRMED
-from projections.memory_kinds import CONTENT as _CONTENT
-from projections.memory_kinds import CREATED as _CREATED
-from projections.memory_kinds import FORGOTTEN as _FORGOTTEN
-from projections.memory_kinds import MEMORY_KINDS as _KINDS
-from projections.memory_kinds import OTHER as _OTHER
-from projections.memory_kinds import RESTORED as _RESTORED
-from projections.memory_kinds import SUPPRESSED as _SUPPRESSED
 from projections.tables import Tables
+from projections.views._memory_rows import fold_memory_events
 from projections.views._rows import RowChanges
 
 __all__ = ["COLUMNS", "ActiveMemories"]
@@ -96,54 +89,5 @@ class ActiveMemories(Projection):
 
     def apply(self, cur: Cursor[Any], t: Tables, batch: Sequence[Envelope]) -> None:
         rows = RowChanges(t["active_memories"], "memory_id", COLUMNS, TYPES)
-        change, delete = rows.change, rows.delete
-        for envelope in batch:
-            event = envelope.event
-            kind = _KINDS(type(event))
-            if kind == _OTHER:
-                continue  # not a memory event, or one this version does not know
-            key = envelope.originator_id
-            if kind == _FORGOTTEN:
-                delete(key)
-                continue
-            timestamp = event.timestamp
-            if kind == _CREATED:
-                rows.insert(
-                    key,
-                    {
-                        "user_id": event.user_id,
-                        "memory_key": event.memory_key,
-                        "content": event.content,
-                        "category": event.category,
-                        "scope_type": event.scope_type,
-                        "workspace_type": event.workspace_type,
-                        "source_type": event.source_type,
-                        "status": "active",
-                        "revision": 1,
-                        "created_at": timestamp,
-                        "updated_at": timestamp,
-                        "last_confirmed_at": None,
-                        "review_after": event.review_after,
-                        "expires_at": event.expires_at,
-                        "position": envelope.position,
-                    },
-                )
-                continue
-            if kind == _CONTENT:
-                values = {
-                    "content": event.content,
-                    "category": event.category,
-                    "revision": event.revision,
-                }
-            elif kind == _CONFIRMED:
-                values = {"last_confirmed_at": timestamp}
-            elif kind == _SUPPRESSED:
-                values = {"status": "suppressed"}
-            elif kind == _RESTORED:
-                values = {"status": "active"}
-            else:  # _SCHEDULE
-                values = {"review_after": event.review_after, "expires_at": event.expires_at}
-            values["updated_at"] = timestamp
-            values["position"] = envelope.position
-            change(key, values)
+        fold_memory_events(rows, batch, track_position=True)
         rows.flush(cur)
