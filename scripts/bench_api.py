@@ -49,8 +49,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import httpx2
-import psycopg
-from psycopg import sql
+from _schemas import drop_schema
 
 from api.auth import mint_token
 
@@ -413,8 +412,7 @@ def bench_own_server(args: argparse.Namespace, user: str) -> dict:
         }
         return data
     finally:
-        with psycopg.connect(url, autocommit=True, options="-c lock_timeout=30s") as conn:
-            conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+        drop_schema(url, schema)
         say(f"dropped schema {schema}")
         workdir.cleanup()
 

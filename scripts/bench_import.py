@@ -24,10 +24,8 @@ import pathlib
 import subprocess
 import sys
 import tempfile
-import uuid
 
-import psycopg
-from psycopg import sql
+from _schemas import drop_schema, new_schema
 
 from api.bootstrap import build_ledger
 from api.embedded import start_embedded_postgres
@@ -60,14 +58,9 @@ def say(message: str) -> None:
     print(f"bench: {message}", file=sys.stderr, flush=True)
 
 
-def drop(url: str, schema: str) -> None:
-    with psycopg.connect(url, autocommit=True, options="-c lock_timeout=30s") as conn:
-        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
-
-
 def measure_import(url: str, folder: pathlib.Path, workers: int) -> dict[str, float]:
     """One import of the generated file into a fresh schema."""
-    schema = f"bench_{uuid.uuid4().hex[:12]}"
+    schema = new_schema()
     settings = Settings(
         database_url=url,
         db_schema=schema,
@@ -90,7 +83,7 @@ def measure_import(url: str, folder: pathlib.Path, workers: int) -> dict[str, fl
         finally:
             ledger.close()
     finally:
-        drop(url, schema)
+        drop_schema(url, schema)
     if run.exit_code != 0:
         raise SystemExit(f"bench: the import did not add up (exit {run.exit_code})")
     totals = run.result.totals()

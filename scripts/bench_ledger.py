@@ -31,6 +31,7 @@ import uuid
 from collections.abc import Callable
 
 import psycopg
+from _schemas import drop_schema, new_schema
 from psycopg import sql
 
 from api.bootstrap import build_ledger
@@ -244,12 +245,11 @@ def report(data: dict) -> None:
 def main() -> None:
     args = parse_args()
     url = args.database_url or start_embedded_postgres(pathlib.Path(".memledger/bench-postgres"))
-    schema = f"bench_{uuid.uuid4().hex[:12]}"
+    schema = new_schema()
     try:
         data = bench(url, schema, args)
     finally:
-        with psycopg.connect(url, autocommit=True, options="-c lock_timeout=30s") as conn:
-            conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+        drop_schema(url, schema)
         say(f"dropped schema {schema}")
     if args.json:
         print(json.dumps(data, indent=2))

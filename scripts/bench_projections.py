@@ -52,6 +52,7 @@ from datetime import timedelta
 from typing import Any
 
 import psycopg
+from _schemas import drop_schema, new_schema
 from psycopg import sql
 
 from api.bootstrap import build_ledger, build_worker
@@ -950,7 +951,7 @@ def report(data: dict[str, Any]) -> None:
 def main() -> None:
     args = parse_args()
     url = args.database_url or start_embedded_postgres(pathlib.Path(".memledger/bench-postgres"))
-    schema = args.reuse_schema or f"bench_{uuid.uuid4().hex[:12]}"
+    schema = args.reuse_schema or new_schema()
     keep = args.keep_schema or bool(args.reuse_schema)
     if args.reuse_schema:
         with psycopg.connect(url, autocommit=True) as conn:
@@ -965,10 +966,7 @@ def main() -> None:
         if keep:
             say(f"kept schema {schema} (reuse it with --reuse-schema {schema})")
         else:
-            with psycopg.connect(url, autocommit=True, options="-c lock_timeout=30s") as conn:
-                conn.execute(
-                    sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema))
-                )
+            drop_schema(url, schema)
             say(f"dropped schema {schema}")
     if args.json:
         print(json.dumps(data, indent=2, default=str))

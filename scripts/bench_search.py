@@ -54,7 +54,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import UUID
 
-import psycopg
+from _schemas import drop_schema, new_schema
 from psycopg import sql
 from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool
@@ -697,12 +697,11 @@ def _hybrid_bench(
 def main() -> None:
     args = parse_args()
     url = args.database_url or start_embedded_postgres(pathlib.Path(".memledger/bench-postgres"))
-    schema = f"bench_{uuid.uuid4().hex[:12]}"
+    schema = new_schema()
     try:
         data = bench(url, schema, args)
     finally:
-        with psycopg.connect(url, autocommit=True, options="-c lock_timeout=30s") as conn:
-            conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+        drop_schema(url, schema)
         say(f"dropped schema {schema}")
     if args.json:
         print(json.dumps(data, indent=2))
