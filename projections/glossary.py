@@ -43,7 +43,16 @@ from typing import Final
 
 from projections.search import STOP_CHARS, STOPWORDS
 
-__all__ = ["AFFIX_MIN", "Concepts", "Glossary", "Unit", "english_terms", "fold", "shared_glossary"]
+__all__ = [
+    "AFFIX_MIN",
+    "Concepts",
+    "Evidence",
+    "Glossary",
+    "Unit",
+    "english_terms",
+    "fold",
+    "shared_glossary",
+]
 
 AFFIX_MIN: Final = 5
 """Shortest term that matches as the beginning or end of a memory's English word."""
@@ -210,6 +219,23 @@ class Glossary:
             if any(_matches(term, concepts) for term in unit.terms):
                 matched += unit.weight
         return matched / total if total else 0.0
+
+
+class Evidence:
+    """One query's dictionary evidence: `credit(...)` = weight x coverage (0 without a glossary)."""
+
+    def __init__(self, glossary: Glossary | None, query: str, weight: float) -> None:
+        self.glossary = glossary
+        self.units = glossary.units(query) if glossary is not None and weight > 0 else ()
+        self.weight = weight if self.units else 0.0
+        """The most `credit` can give (0 when the query has no unit)."""
+
+    def credit(self, memory_key: str, content: str) -> float:
+        """What the memory's coverage of the query adds to its relevance."""
+        if self.glossary is None or not self.units:
+            return 0.0
+        concepts = self.glossary.concepts(memory_key, content)
+        return self.weight * self.glossary.coverage(self.units, concepts)
 
 
 _SHARED: Final = Glossary()

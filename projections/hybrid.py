@@ -44,6 +44,13 @@ value (5 and 20 were no better).
 weight (in steps of 0.01) at which the highest score of an unrelated memory on the tuning half
 stays what it was without the dictionary (0.028, from a memory no gloss matches): 0.05; at 0.06
 a status trap reaches 0.029. Measured: see the README's retrieval section.
+
+Also measured on the set, and left out: memories embedded a second time (content alone, or
+with e5's `query:` prefix on both sides) with the best relevance kept (at most +0.008 R@5,
+one more scope-trap leak); the query translated word by word through the dictionary and
+embedded as a second query (+0.002 R@5 with the dictionary evidence, a scope trap leaked, and a
+second embedding per search); glosses of a query's single characters (several unrelated
+queries matched); only short dictionary senses (no gain).
 """
 
 from __future__ import annotations
@@ -63,7 +70,7 @@ from projections.calibration import Background, is_cjk
 from projections.embedding.embedder import Vectors
 from projections.embedding.service import EmbeddingService
 from projections.embedding.store import Similarities, VectorReads
-from projections.glossary import Glossary, shared_glossary
+from projections.glossary import Evidence, Glossary, shared_glossary
 from projections.queries import Reads
 from projections.search import Candidate, Ranker, Scored, document_terms, query_terms
 
@@ -131,7 +138,7 @@ class HybridRanker:
         total = sum(terms.values())
         phrase = normalise_content(query) if terms else ""
         query_key = normalise_key(query)
-        bilingual = _Bilingual(self.glossary, normalise_content(query), self.translated_weight)
+        bilingual = Evidence(self.glossary, normalise_content(query), self.translated_weight)
         ranked: list[tuple[tuple[Any, ...], Scored]] = []
         for c in candidates:
             position = matched.get(c.memory_id)
@@ -139,7 +146,7 @@ class HybridRanker:
             if relevance is not None and (
                 position is not None or relevance + bilingual.weight >= self.min_relevance
             ):
-                relevance += bilingual.credit(c)
+                relevance += bilingual.credit(c.memory_key, c.content)
             if position is None and (relevance is None or relevance < self.min_relevance):
                 continue
             tier = 2
@@ -170,21 +177,6 @@ class HybridRanker:
             ranked.append((order, Scored(c, fused + 2 - tier)))
         ranked.sort(key=lambda pair: pair[0])
         return [scored for _, scored in ranked]
-
-
-class _Bilingual:
-    """One query's dictionary evidence: `credit(c)` = weight x coverage of c (0 without one)."""
-
-    def __init__(self, glossary: Glossary | None, query: str, weight: float) -> None:
-        self.glossary = glossary
-        self.units = glossary.units(query) if glossary is not None and weight > 0 else ()
-        self.weight = weight if self.units else 0.0
-
-    def credit(self, c: Candidate) -> float:
-        if self.glossary is None or not self.units:
-            return 0.0
-        concepts = self.glossary.concepts(c.memory_key, c.content)
-        return self.weight * self.glossary.coverage(self.units, concepts)
 
 
 def _holds_phrase(lexical_score: float) -> bool:
