@@ -171,14 +171,14 @@ def test_commands_survive_the_database_dropping_every_connection(
     # The pool checks each idle connection with a growing back-off, so keep it small here.
     ledger = make_ledger(pool_size=2)
     (memory_id,) = many_memories(ledger, 1)
+    pool = ledger.factory.datastore.pool  # type: ignore[attr-defined]
+    pool.wait()
+    with pool.connection() as one, pool.connection() as two:  # the pool's only connections
+        pids = [one.info.backend_pid, two.info.backend_pid]
     with psycopg.connect(database_url, autocommit=True) as conn:
-        # Only this test's connections (their last statement names its schema): other test
-        # runs sharing the server must not lose theirs.
+        # Only this ledger's connections: other test runs sharing the server keep theirs.
         killed = conn.execute(
-            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
-            " WHERE pid <> pg_backend_pid() AND datname = current_database()"
-            " AND backend_type = 'client backend' AND position(%s in query) > 0",
-            (pg_schema,),
+            "SELECT count(pg_terminate_backend(pid)) FROM unnest(%s::int[]) AS pid", (pids,)
         ).fetchone()
     assert killed is not None and killed[0] >= 1
     updated = ledger.update_memory("alice", memory_id, expected_revision=1, content="fact one")
