@@ -6,7 +6,8 @@ a table shaped like the events table, with a state as big as the ledger's stored
 `MemoryLedger.create_memory` calls (unique keys, one user per writer). Prints saves/s, inserts/s,
 their ratio, ledger save latency, and the CPU time this process spent per save and per insert
 (user + system, all threads): wall time minus it is the server, the disk and the waits. The
-target is ratio >= 0.5 with one writer.
+target is ratio >= 0.5 with one writer. The host's 1-minute load average is printed from before
+and after: other work on the host slows both sides, but not alike, so compare runs at like load.
 Everything lives in a throwaway schema `bench_<hex>`, dropped at the end (also on Ctrl-C).
 
     .venv/bin/python scripts/bench_ledger.py --database-url postgresql://postgres@127.0.0.1/test
@@ -177,6 +178,7 @@ def bench(url: str, schema: str, args: argparse.Namespace) -> dict:
             ).fetchone()
         facts = {
             "nproc": len(os.sched_getaffinity(0)),
+            "load_before": round(os.getloadavg()[0], 2),
             "python": platform.python_version(),
             "stored_event_bytes": state_size,
             **dict(zip(names, values, strict=True)),
@@ -205,6 +207,7 @@ def bench(url: str, schema: str, args: argparse.Namespace) -> dict:
             row = {"writers": writers, **led.summary("ledger"), **base.summary("raw")}
             results.append({**row, "ratio": round(row["ledger_per_s"] / row["raw_per_s"], 3)})
         one = next((r for r in results if r["writers"] == 1), None)
+        facts["load_after"] = round(os.getloadavg()[0], 2)  # other work on the host skews both
         return {
             "machine": facts,
             "results": results,
@@ -229,7 +232,8 @@ def report(data: dict) -> None:
     print(
         f"nproc {facts['nproc']}, PostgreSQL {facts['server_version']}, python {facts['python']},"
         f" fsync {facts['fsync']}, synchronous_commit {facts['synchronous_commit']},"
-        f" stored event {facts['stored_event_bytes']} bytes"
+        f" stored event {facts['stored_event_bytes']} bytes,"
+        f" load average {facts['load_before']} -> {facts['load_after']}"
     )
     print(" | ".join(COLUMNS.values()))
     for r in data["results"]:

@@ -7,14 +7,12 @@ without its events, and a tombstone never without the key's destruction.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Final
+from typing import Any
 from uuid import UUID
 
-import psycopg
 from eventsourcing.persistence import (
     InterfaceError,
     OperationalError,
@@ -23,17 +21,14 @@ from eventsourcing.persistence import (
 )
 from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
 from eventsourcing.utils import retry
-from psycopg import ClientCursor
-from psycopg.pq import ConnStatus, TransactionStatus
-from psycopg.rows import DictRow
 from psycopg.sql import SQL, Composable, Identifier
 
+from domain.ledger import pipeline
 from domain.ledger.keystore import NewDataKey
+from domain.ledger.pipeline import Statement, oid
 from domain.ledger.tables import DATA_KEYS, FINGERPRINTS, KEY_CLAIMS, create_statements, table
 
 __all__ = ["Claim", "Fingerprint", "LedgerRecorder", "Transaction"]
-
-_EVENT_ROW: Final = b"(%s, %s, %s, %s)"
 
 
 def _render(statement: object) -> bytes:
@@ -69,28 +64,29 @@ class Fingerprint:
 
 
 class Transaction:
-    """The statements of one write, in order, with their parameters (`%s` placeholders)."""
+    """The statements of one write, in order, each with its parameters."""
 
-    __slots__ = ("params", "statements")
+    __slots__ = ("steps",)
 
     def __init__(self) -> None:
-        self.statements: list[bytes] = []
-        self.params: list[Any] = []
+        self.steps: list[tuple[Statement, tuple[Any, ...]]] = []
 
-    def add(self, statement: bytes, *params: Any) -> None:
-        """Append one statement; `params` fill its placeholders in order."""
-        self.statements.append(statement)
-        self.params.extend(params)
+    def add(self, statement: Statement | bytes, *params: Any) -> None:
+        """Append one statement; `params` fill its placeholders in order.
+
+        Bytes are a statement without parameters.
+        """
+        if isinstance(statement, bytes):
+            statement = Statement(statement)
+        self.steps.append((statement, params))
 
 
 class LedgerRecorder(PostgresApplicationRecorder):
     """PostgresApplicationRecorder plus the write-side tables of the ledger.
 
-    A save is sent as one multi-statement query (simple query protocol, parameters bound by
-    psycopg on the client): PostgreSQL runs such a query as one implicit transaction, commits
-    it when the last statement succeeds and rolls all of it back on the first error. So a
-    save costs one round trip, no BEGIN/COMMIT messages, and leaves the connection idle
-    whatever happens, without a ROLLBACK that would deallocate the prepared reads.
+    A save is one transaction sent as one pipeline of prepared statements (see
+    `pipeline`): side tables first, then the events table's lock, NOTIFY and the events. One
+    round trip; it commits whole or not at all, and leaves the connection idle either way.
     """
 
     def __init__(self, datastore: PostgresDatastore, *, events_table_name: str = "stored_events"):
@@ -99,46 +95,59 @@ class LedgerRecorder(PostgresApplicationRecorder):
         self.sql_create_statements.extend(create_statements(schema))
         keys, claims, prints = (table(schema, n) for n in (DATA_KEYS, KEY_CLAIMS, FINGERPRINTS))
 
-        def render(template: str, *tables: Composable) -> bytes:
-            # Rendered once: composing SQL on every save costs more than the statements.
-            return _render(SQL(template).format(*tables))
+        def prepare(template: str, types: str, *tables: Composable) -> Statement:
+            # `types`: the parameters' PostgreSQL types, `$1` first.
+            text = _render(SQL(template).format(*tables))
+            return Statement(text, tuple(oid(name) for name in types.split()))
 
-        self._insert_key = render(
+        self._insert_key = prepare(
             "INSERT INTO {} (key_id, user_id, kind, subject_memory_id, master_key_id, wrapped)"
-            " VALUES (%s, %s, %s, %s, %s, %s)",
+            " VALUES ($1, $2, $3, $4, $5, $6)",
+            "uuid text text uuid text bytea",
             keys,
         )
-        self._link_key = render("UPDATE {} SET subject_memory_id = %s WHERE key_id = %s", keys)
-        self._shred_memories = render(
-            "DELETE FROM {} WHERE key_id = ANY(%s) OR subject_memory_id = ANY(%s)", keys
+        self._link_key = prepare(
+            "UPDATE {} SET subject_memory_id = $1 WHERE key_id = $2", "uuid uuid", keys
         )
-        self._shred_keys = render("DELETE FROM {} WHERE key_id = ANY(%s)", keys)
-        self._shred_user_keys = render("DELETE FROM {} WHERE user_id = ANY(%s)", keys)
-        self._insert_claim = render(
-            "INSERT INTO {} (claim, memory_id, user_id) VALUES (%s, %s, %s)", claims
+        self._shred_memories = prepare(
+            "DELETE FROM {} WHERE key_id = ANY($1) OR subject_memory_id = ANY($1)", "uuid[]", keys
         )
-        self._release_claims = render("DELETE FROM {} WHERE memory_id = ANY(%s)", claims)
-        self._shred_user_claims = render("DELETE FROM {} WHERE user_id = ANY(%s)", claims)
-        self._upsert_print = render(
+        self._shred_keys = prepare("DELETE FROM {} WHERE key_id = ANY($1)", "uuid[]", keys)
+        self._shred_user_keys = prepare("DELETE FROM {} WHERE user_id = ANY($1)", "text[]", keys)
+        self._insert_claim = prepare(
+            "INSERT INTO {} (claim, memory_id, user_id) VALUES ($1, $2, $3)",
+            "text uuid text",
+            claims,
+        )
+        self._release_claims = prepare("DELETE FROM {} WHERE memory_id = ANY($1)", "uuid[]", claims)
+        self._shred_user_claims = prepare(
+            "DELETE FROM {} WHERE user_id = ANY($1)", "text[]", claims
+        )
+        self._upsert_print = prepare(
             "INSERT INTO {} (candidate_id, user_id, fingerprint, subject_memory_id, state,"
-            " changed_at) VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (candidate_id) DO UPDATE"
+            " changed_at) VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (candidate_id) DO UPDATE"
             " SET state = EXCLUDED.state, changed_at = EXCLUDED.changed_at,"
             " subject_memory_id = COALESCE(EXCLUDED.subject_memory_id, {}.subject_memory_id)",
+            "uuid text text uuid text timestamptz",
             prints,
             prints,
         )
-        self._shred_memory_prints = render(
-            "DELETE FROM {} WHERE subject_memory_id = ANY(%s)", prints
+        self._shred_memory_prints = prepare(
+            "DELETE FROM {} WHERE subject_memory_id = ANY($1)", "uuid[]", prints
         )
-        self._shred_user_prints = render("DELETE FROM {} WHERE user_id = ANY(%s)", prints)
+        self._shred_user_prints = prepare(
+            "DELETE FROM {} WHERE user_id = ANY($1)", "text[]", prints
+        )
         # SET LOCAL lock_timeout, then LOCK TABLE ... IN EXCLUSIVE MODE, as the library does
         # (see its _lock_table): notification ids must commit in the order they were issued,
         # or a tailing reader could skip some. Then NOTIFY the projection worker.
-        self._before_events = [_render(s) for s in self.lock_table_statements] + [
-            render("NOTIFY {}", Identifier(self.channel_name))
+        self._before_events = [Statement(_render(s)) for s in self.lock_table_statements] + [
+            prepare("NOTIFY {}", "", Identifier(self.channel_name))
         ]
-        self._insert_events_head = render(
-            "INSERT INTO {}.{} (originator_id, originator_version, topic, state) VALUES ",
+        self._insert_event = prepare(
+            "INSERT INTO {}.{} (originator_id, originator_version, topic, state)"
+            " VALUES ($1, $2, $3, $4) RETURNING notification_id",
+            f"{datastore.originator_id_type} int8 text bytea",
             Identifier(datastore.schema),
             Identifier(self.events_table_name),
         )
@@ -153,28 +162,13 @@ class LedgerRecorder(PostgresApplicationRecorder):
         conflict raises an IntegrityError whose cause keeps the constraint's name.
         """
         transaction = self._transaction(stored_events, **changes)
-        if not transaction.statements:
+        if not transaction.steps:
             return None
-        query = b"; ".join(transaction.statements)
         with self.datastore.get_connection() as conn:
-            try:
-                with ClientCursor(conn) as curs:
-                    curs.execute(query, transaction.params)
-                    if not stored_events:
-                        return None
-                    while curs.nextset():  # the events INSERT ... RETURNING comes last
-                        pass
-                    return self._notification_ids(curs, stored_events)
-            except BaseException:
-                # The server already rolled the implicit transaction back; this only matters
-                # if the connection was left in a transaction some other way.
-                if (
-                    conn.pgconn.status == ConnStatus.OK
-                    and conn.info.transaction_status != TransactionStatus.IDLE
-                ):
-                    with contextlib.suppress(psycopg.Error):
-                        conn.rollback()
-                raise
+            results = pipeline.run(conn, transaction.steps)
+        if not stored_events:
+            return None
+        return self._notification_ids(results, stored_events)
 
     def _transaction(
         self,
@@ -214,7 +208,7 @@ class LedgerRecorder(PostgresApplicationRecorder):
             )
         if shred_memories:
             ids = list(shred_memories)
-            tx.add(self._shred_memories, ids, ids)
+            tx.add(self._shred_memories, ids)
             tx.add(self._release_claims, ids)
             tx.add(self._shred_memory_prints, ids)
         if shred_keys:
@@ -231,17 +225,15 @@ class LedgerRecorder(PostgresApplicationRecorder):
         if stored_events:
             for statement in self._before_events:
                 tx.add(statement)
-            rows = b", ".join([_EVENT_ROW] * len(stored_events))
-            tx.add(self._insert_events_head + rows + b" RETURNING notification_id")
             for e in stored_events:
-                tx.params += (e.originator_id, e.originator_version, e.topic, e.state)
+                tx.add(self._insert_event, e.originator_id, e.originator_version, e.topic, e.state)
         return tx
 
-    @staticmethod
     def _notification_ids(
-        curs: ClientCursor[DictRow], stored_events: Sequence[StoredEvent]
+        self, results: Sequence[Any], stored_events: Sequence[StoredEvent]
     ) -> list[int]:
-        ids = [row["notification_id"] for row in curs.fetchall()]
+        """The notification ids returned by the event inserts, which come last, in order."""
+        ids = [int(r.get_value(0, 0)) for r in results[-len(stored_events) :] if r.ntuples == 1]
         if len(ids) != len(stored_events):
             msg = f"got {len(ids)} notification ids for {len(stored_events)} events"
             raise ProgrammingError(msg)

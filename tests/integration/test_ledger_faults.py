@@ -171,14 +171,14 @@ def test_commands_survive_the_database_dropping_every_connection(
     # The pool checks each idle connection with a growing back-off, so keep it small here.
     ledger = make_ledger(pool_size=2)
     (memory_id,) = many_memories(ledger, 1)
+    pool = ledger.factory.datastore.pool  # type: ignore[attr-defined]
+    pool.wait()
+    with pool.connection() as one, pool.connection() as two:  # the pool's only connections
+        pids = [one.info.backend_pid, two.info.backend_pid]
     with psycopg.connect(database_url, autocommit=True) as conn:
-        # Only this test's connections (their last statement names its schema): other test
-        # runs sharing the server must not lose theirs.
+        # Only this ledger's connections: other test runs sharing the server keep theirs.
         killed = conn.execute(
-            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
-            " WHERE pid <> pg_backend_pid() AND datname = current_database()"
-            " AND backend_type = 'client backend' AND position(%s in query) > 0",
-            (pg_schema,),
+            "SELECT count(pg_terminate_backend(pid)) FROM unnest(%s::int[]) AS pid", (pids,)
         ).fetchone()
     assert killed is not None and killed[0] >= 1
     updated = ledger.update_memory("alice", memory_id, expected_revision=1, content="fact one")
@@ -192,7 +192,7 @@ def test_a_save_blocked_on_the_events_lock_gives_up_and_its_retry_writes_once(
     master_key: str,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # The lock timeout is set inside the one-query transaction of a save: a save waiting on
+    # The lock timeout is set inside the one-round-trip transaction of a save: a save waiting on
     # the events table's lock must give up on its own and be retried, not hang or half-write.
     settings = Settings(database_url=database_url, db_schema=pg_schema, lock_timeout=1)
     impatient = MemoryLedger(

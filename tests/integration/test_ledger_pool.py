@@ -1,0 +1,45 @@
+"""The ledger's pool hands out the connection returned last, so a steady writer stays on one."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from domain.ledger.ledger import MemoryLedger
+from domain.ledger.pool import LifoConnectionPool
+
+
+def _pool(ledger: MemoryLedger) -> Any:
+    pool = ledger.factory.datastore.pool  # type: ignore[attr-defined]
+    pool.wait()  # every connection open and idle
+    return pool
+
+
+def _backend_pid(pool: Any) -> int:
+    with pool.connection() as conn:
+        return int(conn.info.backend_pid)
+
+
+def test_the_ledger_pool_is_lifo(make_ledger: Callable[..., MemoryLedger]) -> None:
+    assert isinstance(_pool(make_ledger(pool_size=4)), LifoConnectionPool)
+
+
+def test_sequential_checkouts_reuse_the_connection_returned_last(
+    make_ledger: Callable[..., MemoryLedger],
+) -> None:
+    pool = _pool(make_ledger(pool_size=4))
+    with pool.connection() as first, pool.connection() as second:
+        assert first.info.backend_pid != second.info.backend_pid
+        last_returned = first.info.backend_pid  # `with` returns `second`, then `first`
+    assert [_backend_pid(pool) for _ in range(6)] == [last_returned] * 6
+
+
+def test_concurrent_checkouts_take_the_most_recently_returned_first(
+    make_ledger: Callable[..., MemoryLedger],
+) -> None:
+    pool = _pool(make_ledger(pool_size=4))
+    with pool.connection() as a, pool.connection() as b, pool.connection() as c:
+        pids = [conn.info.backend_pid for conn in (a, b, c)]
+    # Returned c, b, a: a is on top, then b.
+    with pool.connection() as x, pool.connection() as y:
+        assert [x.info.backend_pid, y.info.backend_pid] == pids[:2]

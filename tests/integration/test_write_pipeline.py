@@ -1,0 +1,97 @@
+"""One write = one pipeline of prepared statements in one transaction, whatever goes wrong."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from uuid import uuid4
+
+import psycopg
+import pytest
+from psycopg import errors, pq, sql
+
+from domain.ledger import pipeline
+from domain.ledger.pipeline import Statement, oid
+
+
+@pytest.fixture
+def conn(database_url: str, pg_schema: str) -> Iterator[psycopg.Connection[tuple[object, ...]]]:
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        conn.execute(
+            sql.SQL("CREATE TABLE {}.t (id uuid PRIMARY KEY, note text)").format(
+                sql.Identifier(pg_schema)
+            )
+        )
+        yield conn
+
+
+def _insert(schema: str) -> Statement:
+    text = sql.SQL("INSERT INTO {}.t (id, note) VALUES ($1, $2) RETURNING id").format(
+        sql.Identifier(schema)
+    )
+    return Statement(text.as_bytes(None), (oid("uuid"), oid("text")))
+
+
+def _rows(conn: psycopg.Connection[tuple[object, ...]], schema: str) -> int:
+    query = sql.SQL("SELECT count(*) FROM {}.t").format(sql.Identifier(schema))
+    row = conn.execute(query).fetchone()
+    assert row is not None
+    return int(str(row[0]))
+
+
+def _idle(conn: psycopg.Connection[tuple[object, ...]]) -> bool:
+    return (
+        conn.pgconn.pipeline_status == pq.PipelineStatus.OFF
+        and conn.info.transaction_status == pq.TransactionStatus.IDLE
+    )
+
+
+def test_a_statement_used_twice_before_it_is_prepared_runs_twice(
+    conn: psycopg.Connection[tuple[object, ...]], pg_schema: str
+) -> None:
+    insert, ids = _insert(pg_schema), [uuid4(), uuid4()]
+    results = pipeline.run(conn, [(insert, (ids[0], "a")), (insert, (ids[1], "b"))])
+    assert [r.get_value(0, 0) for r in results] == [str(i).encode() for i in ids]
+    assert _rows(conn, pg_schema) == 2 and _idle(conn)
+
+
+def test_a_failing_statement_rolls_back_the_whole_write_and_leaves_the_connection_idle(
+    conn: psycopg.Connection[tuple[object, ...]], pg_schema: str
+) -> None:
+    insert, same = _insert(pg_schema), uuid4()
+    pipeline.run(conn, [(insert, (uuid4(), "before"))])
+    with pytest.raises(errors.UniqueViolation) as raised:
+        pipeline.run(
+            conn, [(insert, (uuid4(), "first")), (insert, (same, "x")), (insert, (same, "y"))]
+        )
+    assert raised.value.diag.constraint_name == "t_pkey"
+    assert _rows(conn, pg_schema) == 1 and _idle(conn)
+    pipeline.run(conn, [(insert, (uuid4(), "after"))])  # the connection still writes
+    assert _rows(conn, pg_schema) == 2
+
+
+def test_statements_deallocated_by_psycopg_are_prepared_again(
+    conn: psycopg.Connection[tuple[object, ...]], pg_schema: str
+) -> None:
+    insert = _insert(pg_schema)
+    pipeline.run(conn, [(insert, (uuid4(), "prepared now"))])
+    conn.execute("DEALLOCATE ALL")  # what psycopg sends after a ROLLBACK or DDL it ran
+    pipeline.run(conn, [(insert, (uuid4(), "prepared again"))])
+    assert _rows(conn, pg_schema) == 2 and _idle(conn)
+
+
+def test_a_write_on_a_dropped_connection_raises_an_operational_error(
+    database_url: str, conn: psycopg.Connection[tuple[object, ...]], pg_schema: str
+) -> None:
+    with psycopg.connect(database_url, autocommit=True) as other:
+        other.execute("SELECT pg_terminate_backend(%s)", (conn.info.backend_pid,))
+    with pytest.raises(psycopg.OperationalError):
+        pipeline.run(conn, [(_insert(pg_schema), (uuid4(), "lost"))])
+    assert conn.pgconn.pipeline_status == pq.PipelineStatus.OFF
+
+
+def test_parameters_are_dumped_by_the_declared_types() -> None:
+    statement = Statement(b"SELECT $1, $2", (oid("int8"), oid("uuid[]")))
+    dumped = statement.dump([1, [uuid4()]])
+    assert bytes(dumped[0]) == (1).to_bytes(8, "big")  # int8, even for a small value
+    with pytest.raises(ValueError, match="2 parameters expected"):
+        statement.dump([1])
