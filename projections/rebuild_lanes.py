@@ -84,14 +84,16 @@ def fill_lanes(
     progress: Callable[[int], None] | None,
     indexes: dict[str, list[Composed]] | None = None,
     check: Callable[[Sequence[Any], list[Envelope]], None] | None = None,
+    two_lanes: bool = True,
 ) -> int:
     """Apply the events `read` returns up to `upto` to fresh tables; returns how many.
 
-    A reader thread decodes the next batches (see `ReadAhead` for `check`); the projections
-    are split into two lanes: this thread on `conn`, and one more on a connection from
-    `connect`. With `indexes`, each lane then builds its projections' kept-back indexes.
+    A reader thread decodes the next batches (see `ReadAhead` for `check`); with `two_lanes`
+    the projections are split into two lanes: this thread on `conn`, and one more on a
+    connection from `connect`. With `indexes`, each lane then builds its projections'
+    kept-back indexes.
     """
-    first, second = lanes(projections)
+    first, second = lanes(projections) if two_lanes else (list(projections), [])
     done = 0
     with (
         rare_collections(),
