@@ -28,7 +28,7 @@ from domain.ledger.ledger import MemoryLedger
 from projections.base import Projection
 from projections.rebuild_lanes import (
     apply,
-    build_in_two,
+    build_indexes,
     deferred_indexes,
     fill_lanes,
     rare_collections,
@@ -133,7 +133,7 @@ def _fill(
             _log.warning("rebuilding in one process: %s", why)
             _empty(conn, projections, t)
         else:
-            build_in_two(conn, connect, projections, indexes)
+            build_indexes(conn, connect, indexes)
             return done
     read = ledger_reader(ledger)
     return fill_lanes(

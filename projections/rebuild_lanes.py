@@ -13,6 +13,7 @@ import gc
 import queue
 import threading
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from psycopg import Connection
@@ -28,7 +29,7 @@ __all__ = [
     "Lane",
     "apply",
     "build",
-    "build_in_two",
+    "build_indexes",
     "deferred_indexes",
     "fill_lanes",
     "lanes",
@@ -112,18 +113,32 @@ def fill_lanes(
     return done
 
 
-def build_in_two(
+def build_indexes(
     conn: Connection[Any],
     connect: Callable[[], Connection[Any]],
-    projections: Sequence[Projection],
     indexes: dict[str, list[Composed]],
 ) -> None:
-    """`build` the indexes of the two lanes' projections at once, the second on its own
-    connection (the server sorts for both on two cores)."""
-    first, second = lanes([p for p in projections if p.name in indexes])
-    with Lane(connect, second, Tables(""), indexes) as lane:
-        lane.finish()
-        build(conn, first, indexes)
+    """Create the kept-back indexes: each GIN index on a connection of its own, meanwhile
+    the others one after another on `conn` (the server builds them on several cores).
+
+    A GIN index sorts every term of every row: search_terms' takes longer than all the
+    B-trees together, so it starts first and alone.
+    """
+    statements = [statement for group in indexes.values() for statement in group]
+    gin = [s for s in statements if " USING gin " in s.as_string(conn)]
+    with ThreadPoolExecutor(max(1, len(gin)), thread_name_prefix="rebuild-index") as threads:
+        started = [threads.submit(_execute, connect, statement) for statement in gin]
+        with conn.transaction():
+            for statement in statements:
+                if statement not in gin:
+                    conn.execute(statement)
+        for future in started:
+            future.result()
+
+
+def _execute(connect: Callable[[], Connection[Any]], statement: Composed) -> None:
+    with connect() as conn:
+        conn.execute(statement)
 
 
 def deferred_indexes(
