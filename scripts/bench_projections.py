@@ -956,6 +956,9 @@ def report(data: dict[str, Any]) -> None:
         )
     else:
         print("  (time per projection: in the forked processes; see --processes 1)")
+    if data.get("rounds"):
+        each = ", ".join(f"{run['events_per_second']:,.0f}" for run in data["rounds"]["rebuild"])
+        print(f"  rebuild events/s of each round: {each} (the median is shown)")
     verdict = "meets" if data["target"]["met"] else "does NOT meet"
     print(
         f"ratio rebuild/decode {data['ratio']}; rebuild {verdict} the >="
