@@ -18,6 +18,7 @@ and the locks other threads may hold must not cross a fork.
 from __future__ import annotations
 
 import contextlib
+import gc
 import multiprocessing
 import traceback
 import warnings
@@ -89,7 +90,14 @@ def fill_partitioned(
                 # Python 3.12+ warns about forking a threaded process: the child uses none of
                 # the parent's threads, locks or connections (see the module docstring).
                 warnings.filterwarnings("ignore", ".*fork", DeprecationWarning)
-                child.start()
+                # Frozen, the parent's objects are never collected in the child: no inherited
+                # connection is finalised there (that would end it for the parent too), and
+                # no page is copied just to scan it.
+                gc.freeze()
+                try:
+                    child.start()
+                finally:
+                    gc.unfreeze()
             sender.close()  # the child holds the writing end: EOF once it exits
             children.append((child, receiver))
         return _follow(children, progress)
