@@ -210,6 +210,9 @@ def run_projections() -> None:
 def rebuild_projections(
     names: Annotated[list[str] | None, typer.Argument(help="projections (default: all)")] = None,
     batch: Annotated[int, typer.Option(min=1, help="events per transaction")] = 2000,
+    processes: Annotated[
+        int, typer.Option(min=1, help="processes filling the tables, each over a share of users")
+    ] = 2,
 ) -> None:
     """Rebuild projections from the ledger into fresh tables and swap them in live."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
@@ -243,13 +246,15 @@ def rebuild_projections(
                 chosen,
                 batch_size=batch,
                 progress=lambda n: progress.advance(task, n),
+                processes=processes,
             )
     finally:
         worker.pool.close()
         ledger.close()
     typer.echo(
         f"rebuilt {', '.join(p.name for p in chosen)}: {report.events} events in "
-        f"{report.seconds:.2f}s ({report.events_per_second:,.0f} events/s)"
+        f"{report.seconds:.2f}s ({report.events_per_second:,.0f} events/s);"
+        f" checked and swapped in {report.check_seconds:.2f}s"
     )
     embedded = embeddings.state() if embeddings is not None else None
     if embedded is not None and embedded.passages:

@@ -34,6 +34,14 @@ class Projection(ABC):
     def apply(self, cur: Cursor[Any], t: Tables, batch: Sequence[Envelope]) -> None:
         """Change the tables for these events (ascending positions, all not yet applied)."""
 
+    @property
+    def partitionable(self) -> bool:
+        """True when a rebuild may replay it in several processes at once, each process over
+        the events of a share of the users: its rows of a user depend on that user's events
+        alone (true of every projection here), and applying calls nothing that must not
+        cross a fork (a model, say)."""
+        return True
+
     def backfill(self, conn: Connection[Any], t: Tables) -> int:
         """Fill in, one small step, what `apply` could not compute (e.g. vectors while the
         embedder was down); returns how much was done (0: nothing more to do now).

@@ -87,6 +87,14 @@ class DataKeyStore:
         self._staged: dict[UUID, bytes] = {}
         self._lock = threading.Lock()
 
+    def through(self, datastore: Any) -> DataKeyStore:
+        """A store with the same master keys and cache settings reading through `datastore`.
+
+        For a forked process: connections must not cross a fork (a pool's sockets would be
+        shared with the parent), nor may locks another thread held. Its cache starts empty.
+        """
+        return DataKeyStore(datastore, self._keyring, cache_ttl=self._ttl, cache_size=self._size)
+
     # -- creating ----------------------------------------------------------------------------
 
     def stage(

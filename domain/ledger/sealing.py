@@ -26,12 +26,13 @@ from eventsourcing.persistence import (
     Transcoder,
 )
 from eventsourcing.utils import get_topic, resolve_topic
+from psycopg.sql import SQL, Composable, Composed
 
 from domain.ledger.correlation import current_request_id
 from domain.ledger.keystore import DataKeyStore
 from domain.model.events import REDACTED, personal_fields
 
-__all__ = ["MissingDataKey", "SealingMapper"]
+__all__ = ["MissingDataKey", "SealingMapper", "clear_json"]
 
 _MAGIC: Final = b"MLS1"
 _NONCE: Final = 12
@@ -43,6 +44,19 @@ class MissingDataKey(Exception):
 
 def _aad(originator_id: UUID, version: int, topic: str, clear: bytes) -> bytes:
     return f"{originator_id}|{version}|{topic}|".encode() + clear
+
+
+def clear_json(state: Composable) -> Composed:
+    """SQL: the clear part of a stored event's `state` (bytea) as `json`, sealed or not.
+
+    Lets the database read the clear fields (e.g. `->> 'user_id'`) without any key. It raises
+    (invalid UTF-8 or JSON) on a state this format did not write.
+    """
+    return SQL(
+        "convert_from(CASE WHEN substring({0} FROM 1 FOR 4) = '\\x4d4c5331'::bytea"
+        " THEN substring({0} FROM 9 FOR (get_byte({0}, 4) << 24) | (get_byte({0}, 5) << 16)"
+        " | (get_byte({0}, 6) << 8) | get_byte({0}, 7)) ELSE {0} END, 'UTF8')::json"
+    ).format(state)
 
 
 class SealingMapper(Mapper[UUID]):
@@ -57,6 +71,10 @@ class SealingMapper(Mapper[UUID]):
         self._scan: Callable[[str, int], tuple[Any, int]] | None = None
         if type(transcoder) is JSONTranscoder:  # its decode is this scanner, then checks
             self._scan = getattr(transcoder.decoder, "scan_once", None)
+
+    def with_keys(self, keys: DataKeyStore) -> SealingMapper:
+        """The same mapping over another key store (see `DataKeyStore.through`)."""
+        return SealingMapper(self.transcoder, keys)
 
     def to_stored_event(self, domain_event: Any) -> StoredEvent:
         """Encode an event, sealing its personal fields."""

@@ -68,6 +68,11 @@ class Embeddings(Projection):
     def __init__(self, service: EmbeddingService | None = None) -> None:
         self.service = service
 
+    @property
+    def partitionable(self) -> bool:
+        """Rows only (no embedder) replay anywhere; a model stays in the process that loaded it."""
+        return self.service is None or self.service.model_id is None
+
     def create(self, t: Tables) -> list[Composed]:
         table = t["embeddings"]
         return [

@@ -226,7 +226,7 @@ def test_replays_in_batches_of_any_size_and_the_live_worker_agree(
                 for projection in all_projections():
                     for statement in projection.create(t):
                         conn.execute(statement)
-            assert _replay(ledger, conn, all_projections(), t, 0, head, batch_size, None) == head
+            assert _replay(ledger, conn, all_projections(), t, 0, head, batch_size) == head
             tables.append(snapshot(conn, t))
         # The live worker, one transaction per batch, lands on the same rows.
         make_worker(batch_size=3).catch_up()
