@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, cast
 
 import psycopg
-from psycopg import errors, pq
+from psycopg import abc, errors, pq
 from psycopg.adapt import PyFormat, Transformer
 from psycopg.postgres import types
 from psycopg.waiting import Ready, Wait
@@ -74,7 +74,7 @@ class Statement:
             return ()
         # A Transformer set up for these types, one per thread (it caches dumpers, so it is
         # not shared): building one per call was a sixth of the pipeline's client CPU.
-        transformers: dict[bytes, tuple[Transformer, list[PyFormat]]] | None
+        transformers: dict[bytes, tuple[abc.Transformer, list[PyFormat]]] | None
         transformers = getattr(_per_thread, "transformers", None)
         if transformers is None:
             transformers = _per_thread.transformers = {}
