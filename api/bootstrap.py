@@ -19,6 +19,7 @@ from api.metrics import Metrics
 from api.settings import Settings
 from domain.ledger.keyring import KeyringError, MasterKeyring, generate_master_key
 from domain.ledger.ledger import MemoryLedger
+from domain.ledger.pool import LifoReadPool
 from projections.embedding.configured import make_embedder
 from projections.embedding.service import EmbeddingService
 from projections.queries import Reads
@@ -113,8 +114,8 @@ def _key_lines(path: Path) -> list[str]:
 
 
 def build_pool(settings: Settings, database_url: str, *, max_size: int = 4) -> ConnectionPool[Any]:
-    """A connection pool for the read side (projections and queries), autocommit."""
-    return ConnectionPool(
+    """A connection pool for the read side (projections and queries), autocommit, LIFO."""
+    return LifoReadPool(
         database_url,
         min_size=1,
         max_size=max_size,

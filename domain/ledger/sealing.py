@@ -11,6 +11,8 @@ gone, every personal field reads as REDACTED instead of raising.
 
 from __future__ import annotations
 
+import json
+import json.encoder
 import os
 from collections.abc import Callable
 from typing import Any, Final, cast
@@ -36,6 +38,43 @@ __all__ = ["MissingDataKey", "SealingMapper", "clear_json"]
 
 _MAGIC: Final = b"MLS1"
 _NONCE: Final = 12
+
+
+def _json_encoder(transcoder: Transcoder) -> Callable[[Any], bytes]:
+    """`transcoder.encode`, or for the library's JSONTranscoder, its own C encoder built once.
+
+    `JSONEncoder.encode` builds a new C encoder (with a fresh circular-reference memo) on
+    every call; the one built here takes the same default, string escaping and separators,
+    so it writes the same bytes (tests/unit/test_sealing_encoding.py checks), without the
+    memo: event states are dataclass fields, never circular.
+    """
+    encoder = getattr(transcoder, "encoder", None)
+    make: Any = getattr(json.encoder, "c_make_encoder", None)
+    if (
+        type(transcoder) is not JSONTranscoder
+        or type(encoder) is not json.JSONEncoder
+        or make is None
+        or encoder.indent is not None
+        or (encoder.sort_keys, encoder.skipkeys, encoder.ensure_ascii) != (False, False, False)
+        or not encoder.allow_nan
+    ):
+        return transcoder.encode
+    chunks = make(
+        None,  # no circular-reference memo
+        encoder.default,
+        json.encoder.encode_basestring,
+        None,  # indent
+        encoder.key_separator,
+        encoder.item_separator,
+        False,  # sort_keys
+        False,  # skipkeys
+        True,  # allow_nan
+    )
+
+    def encode(obj: Any) -> bytes:
+        return "".join(chunks(obj, 0)).encode("utf8")
+
+    return encode
 
 
 class MissingDataKey(Exception):
@@ -68,6 +107,8 @@ class SealingMapper(Mapper[UUID]):
         # Decoding is the hot path of replays and rebuilds: what can be reused, is. (Not the
         # AES-GCM objects: they would keep data keys in memory after their shredding.)
         self._classes: dict[str, tuple[type[Any], tuple[str, ...], int]] = {}
+        self._topics: dict[type[Any], tuple[str, tuple[str, ...], int]] = {}
+        self._encode = _json_encoder(transcoder)
         self._scan: Callable[[str, int], tuple[Any, int]] | None = None
         if type(transcoder) is JSONTranscoder:  # its decode is this scanner, then checks
             self._scan = getattr(transcoder.decoder, "scan_once", None)
@@ -79,27 +120,30 @@ class SealingMapper(Mapper[UUID]):
     def to_stored_event(self, domain_event: Any) -> StoredEvent:
         """Encode an event, sealing its personal fields."""
         cls = type(domain_event)
-        topic = get_topic(cls)
+        known = self._topics.get(cls)
+        if known is None:
+            known = (get_topic(cls), personal_fields(cls), getattr(cls, "class_version", 1))
+            self._topics[cls] = known
+        topic, fields, class_version = known
         state = dict(vars(domain_event))
         originator_id = state.pop("originator_id")
         version = state.pop("originator_version")
-        class_version = getattr(cls, "class_version", 1)
         if class_version > 1:
             state["class_version"] = class_version
         request_id = current_request_id()
         if request_id is not None:
             state.setdefault("request_id", request_id)
-        fields = personal_fields(cls)
+        encode = self._encode
         if not fields:
-            return StoredEvent(originator_id, version, topic, self.transcoder.encode(state))
+            return StoredEvent(originator_id, version, topic, encode(state))
         secret = {name: state.pop(name) for name in fields}
         key = self.keys.get(originator_id)
         if key is None:
             raise MissingDataKey(f"no data key for {originator_id}")
-        clear = self.transcoder.encode(state)
+        clear = encode(state)
         nonce = os.urandom(_NONCE)
         sealed = AESGCM(key).encrypt(
-            nonce, self.transcoder.encode(secret), _aad(originator_id, version, topic, clear)
+            nonce, encode(secret), _aad(originator_id, version, topic, clear)
         )
         stored = _MAGIC + len(clear).to_bytes(4, "big") + clear + nonce + sealed
         return StoredEvent(originator_id, version, topic, stored)

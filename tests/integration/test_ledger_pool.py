@@ -5,8 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from api.bootstrap import build_pool
+from api.settings import Settings
 from domain.ledger.ledger import MemoryLedger
-from domain.ledger.pool import LifoConnectionPool
+from domain.ledger.pool import LifoConnectionPool, LifoReadPool
 
 
 def _pool(ledger: MemoryLedger) -> Any:
@@ -43,3 +45,17 @@ def test_concurrent_checkouts_take_the_most_recently_returned_first(
     # Returned c, b, a: a is on top, then b.
     with pool.connection() as x, pool.connection() as y:
         assert [x.info.backend_pid, y.info.backend_pid] == pids[:2]
+
+
+def test_the_read_pool_reuses_the_connection_returned_last(
+    database_url: str, pg_schema: str
+) -> None:
+    pool = build_pool(Settings(database_url=database_url, db_schema=pg_schema), database_url)
+    try:
+        assert isinstance(pool, LifoReadPool)
+        with pool.connection() as first, pool.connection() as second:
+            assert first.info.backend_pid != second.info.backend_pid
+            last_returned = first.info.backend_pid
+        assert [_backend_pid(pool) for _ in range(4)] == [last_returned] * 4
+    finally:
+        pool.close()

@@ -676,3 +676,22 @@ MemoryLifecycle.TestCase.settings = settings(
     suppress_health_check=[HealthCheck.too_slow],
 )
 TestMemoryLifecycle = MemoryLifecycle.TestCase
+
+
+def test_new_makes_the_event_and_memory_the_librarys_create_makes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(Memory.Created, "create_timestamp", staticmethod(lambda: NOW))
+    fields = created_fields(origin={"system": "legacy-coremem"}, review_after=REVIEW_AFTER)
+    lean = Memory.new(MEMORY_ID, **fields)
+    library = Memory._create(Memory.Created, id=MEMORY_ID, revision=1, **fields)
+    (lean_event,) = lean.collect_events()
+    (library_event,) = library.collect_events()
+    assert type(lean_event) is type(library_event)
+    assert vars(lean_event) == vars(library_event)
+    assert state(lean) == state(library)
+
+
+def test_new_refuses_an_id_that_is_not_a_uuid() -> None:
+    with pytest.raises(TypeError):
+        Memory.new(str(MEMORY_ID), **created_fields())  # type: ignore[arg-type]
