@@ -115,6 +115,7 @@ def fold(word: str) -> str:
             word.endswith(suffix)
             and len(word) - len(suffix) >= 3
             and not (suffix == "s" and word.endswith(("ss", "us", "is")))
+            and not (suffix == "ly" and word.endswith(("ply", "ily")))  # apply, family
         ):
             word = word[: -len(suffix)] + replacement
             if suffix in ("ing", "ed") and len(word) > 3 and word[-1] == word[-2] not in "slz":

@@ -34,6 +34,12 @@ def test_fold_gives_one_form_to_spelling_and_inflection_variants() -> None:
     assert fold("planning") == fold("plan")
 
 
+def test_inflected_forms_of_a_verb_ending_in_ly_fold_to_one_form() -> None:
+    assert fold("apply") == fold("applying") == fold("applied") == fold("applies")
+    assert fold("family") == fold("families")
+    assert fold("quickly") == "quick"
+
+
 def test_an_english_query_covers_a_chinese_memory_through_the_dictionary() -> None:
     assert _coverage(SMALL, "teaching assistant", "role", "我是生态学实验课的助教。") == 1.0
 
