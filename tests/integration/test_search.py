@@ -25,6 +25,7 @@ from projections.search import (
     truncate,
 )
 from projections.worker import ProjectionWorker
+from tests.search_candidates import search_candidate
 
 NOW = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)
 
@@ -39,16 +40,13 @@ def memory(
     status: str = "active",
     **dates: Any,
 ) -> Candidate:
-    return Candidate(
-        memory_id=uuid4(),
-        memory_key=key or f"k_{uuid4().hex[:8]}",
-        content=content,
-        category=category,
-        scope_type="global" if workspace is None else "workspace",
-        workspace_type=workspace,
-        source_type="explicit",
-        status=status,
+    return search_candidate(
+        key or f"k_{uuid4().hex[:8]}",
+        content,
         updated_at=NOW - timedelta(days=age_days),
+        category=category,
+        workspace=workspace,
+        status=status,
         **dates,
     )
 

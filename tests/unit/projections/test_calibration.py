@@ -17,6 +17,7 @@ from projections.embedding.embedder import Vectors, normalised
 from projections.embedding.service import EmbeddingService
 from projections.hybrid import MIN_RELEVANCE, HybridRanker, relevance
 from projections.search import Candidate, LexicalRanker
+from tests.search_candidates import search_candidate
 
 NOW = datetime(2026, 11, 30, tzinfo=UTC)
 
@@ -99,17 +100,8 @@ def test_relevance_is_cosine_minus_hubness() -> None:
 
 
 def _candidate(key: str, content: str, age: float = 0.0) -> Candidate:
-    return Candidate(
-        memory_id=uuid4(),
-        memory_key=key,
-        content=content,
-        category="fact",
-        scope_type="global",
-        workspace_type=None,
-        source_type="explicit",
-        status="active",
-        updated_at=datetime.fromtimestamp(NOW.timestamp() - age, UTC),
-    )
+    updated_at = datetime.fromtimestamp(NOW.timestamp() - age, UTC)
+    return search_candidate(key, content, updated_at=updated_at)
 
 
 def test_a_vector_only_memory_needs_the_threshold_and_a_lexical_match_is_always_kept() -> None:

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from uuid import uuid4
 
 import pytest
 
 from projections.glossary import Glossary, english_terms, fold, shared_glossary
 from projections.hybrid import MIN_RELEVANCE, TRANSLATED_WEIGHT, HybridRanker
 from projections.search import Candidate, LexicalRanker
+from tests.search_candidates import search_candidate
 
 NOW = datetime(2026, 11, 30, tzinfo=UTC)
 SMALL = Glossary(
@@ -120,17 +120,7 @@ def test_the_bundled_dictionary_translates_both_ways() -> None:
 
 
 def _candidate(key: str, content: str) -> Candidate:
-    return Candidate(
-        memory_id=uuid4(),
-        memory_key=key,
-        content=content,
-        category="fact",
-        scope_type="global",
-        workspace_type=None,
-        source_type="explicit",
-        status="active",
-        updated_at=NOW,
-    )
+    return search_candidate(key, content, updated_at=NOW)
 
 
 def test_dictionary_evidence_lifts_a_memory_with_a_vector_over_the_threshold() -> None:
