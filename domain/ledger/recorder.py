@@ -138,11 +138,18 @@ class LedgerRecorder(PostgresApplicationRecorder):
         self._shred_user_prints = prepare(
             "DELETE FROM {} WHERE user_id = ANY($1)", "text[]", prints
         )
-        # SET LOCAL lock_timeout, then LOCK TABLE ... IN EXCLUSIVE MODE, as the library does
-        # (see its _lock_table): notification ids must commit in the order they were issued,
-        # or a tailing reader could skip some. Then NOTIFY the projection worker.
-        self._before_events = [Statement(_render(s)) for s in self.lock_table_statements] + [
-            prepare("NOTIFY {}", "", Identifier(self.channel_name))
+        # LOCK TABLE ... IN EXCLUSIVE MODE, as the library does (see its _lock_table):
+        # notification ids must commit in the order they were issued, or a tailing reader
+        # could skip some. Then NOTIFY the projection worker. The library's SET LOCAL
+        # lock_timeout before it is not sent: the session has the timeout (see `factory`).
+        self._before_events = [
+            prepare(
+                "LOCK TABLE {}.{} IN EXCLUSIVE MODE",
+                "",
+                Identifier(datastore.schema),
+                Identifier(self.events_table_name),
+            ),
+            prepare("NOTIFY {}", "", Identifier(self.channel_name)),
         ]
         self._insert_event = prepare(
             "INSERT INTO {}.{} (originator_id, originator_version, topic, state)"
