@@ -24,6 +24,7 @@ from eventsourcing.utils import retry
 from psycopg.sql import SQL, Composable, Identifier
 
 from domain.ledger import pipeline
+from domain.ledger.checkout import with_connection
 from domain.ledger.keystore import NewDataKey
 from domain.ledger.pipeline import Statement, oid
 from domain.ledger.tables import DATA_KEYS, FINGERPRINTS, KEY_CLAIMS, create_statements, table
@@ -171,8 +172,8 @@ class LedgerRecorder(PostgresApplicationRecorder):
         transaction = self._transaction(stored_events, **changes)
         if not transaction.steps:
             return None
-        with self.datastore.get_connection() as conn:
-            results = pipeline.run(conn, transaction.steps)
+        steps = transaction.steps
+        results = with_connection(self.datastore, lambda conn: pipeline.run(conn, steps))
         if not stored_events:
             return None
         return self._notification_ids(results, stored_events)
