@@ -14,9 +14,9 @@ from psycopg.sql import SQL
 
 from domain.errors import KeyExists, LedgerUnavailable, MemoryForgotten, NotFound
 from domain.ledger import reads
+from domain.ledger.factory import LedgerFactory
 from domain.ledger.keyring import MasterKeyring
 from domain.ledger.keystore import DataKeyStore, NewDataKey
-from domain.ledger.pool import use_lifo
 from domain.ledger.recorder import LedgerRecorder
 from domain.ledger.sealing import MissingDataKey, SealingMapper
 from domain.ledger.tables import KEY_CLAIMS, table
@@ -48,7 +48,7 @@ class LedgerBase(Application[UUID]):
 
     name = "MemLedger"
     env: ClassVar[dict[str, str]] = {
-        "PERSISTENCE_MODULE": "eventsourcing.postgres",
+        "PERSISTENCE_MODULE": get_topic(LedgerFactory),
         "APPLICATION_RECORDER_TOPIC": get_topic(LedgerRecorder),
     }
 
@@ -64,7 +64,6 @@ class LedgerBase(Application[UUID]):
         self._key_cache_ttl = key_cache_ttl
         self.clock = clock or (lambda: datetime.now(UTC))
         super().__init__(env=dict(env))
-        use_lifo(self.factory.datastore.pool)  # type: ignore[attr-defined]
         self._schema: str = self.factory.datastore.schema or "public"  # type: ignore[attr-defined]
         self._find_claim = reads.render(
             SQL("SELECT memory_id FROM {} WHERE claim = %s").format(table(self._schema, KEY_CLAIMS))

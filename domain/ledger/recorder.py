@@ -24,6 +24,7 @@ from eventsourcing.utils import retry
 from psycopg.sql import SQL, Composable, Identifier
 
 from domain.ledger import pipeline
+from domain.ledger.checkout import with_connection
 from domain.ledger.keystore import NewDataKey
 from domain.ledger.pipeline import Statement, oid
 from domain.ledger.tables import DATA_KEYS, FINGERPRINTS, KEY_CLAIMS, create_statements, table
@@ -138,11 +139,18 @@ class LedgerRecorder(PostgresApplicationRecorder):
         self._shred_user_prints = prepare(
             "DELETE FROM {} WHERE user_id = ANY($1)", "text[]", prints
         )
-        # SET LOCAL lock_timeout, then LOCK TABLE ... IN EXCLUSIVE MODE, as the library does
-        # (see its _lock_table): notification ids must commit in the order they were issued,
-        # or a tailing reader could skip some. Then NOTIFY the projection worker.
-        self._before_events = [Statement(_render(s)) for s in self.lock_table_statements] + [
-            prepare("NOTIFY {}", "", Identifier(self.channel_name))
+        # LOCK TABLE ... IN EXCLUSIVE MODE, as the library does (see its _lock_table):
+        # notification ids must commit in the order they were issued, or a tailing reader
+        # could skip some. Then NOTIFY the projection worker. The library's SET LOCAL
+        # lock_timeout before it is not sent: the session has the timeout (see `factory`).
+        self._before_events = [
+            prepare(
+                "LOCK TABLE {}.{} IN EXCLUSIVE MODE",
+                "",
+                Identifier(datastore.schema),
+                Identifier(self.events_table_name),
+            ),
+            prepare("NOTIFY {}", "", Identifier(self.channel_name)),
         ]
         self._insert_event = prepare(
             "INSERT INTO {}.{} (originator_id, originator_version, topic, state)"
@@ -164,8 +172,8 @@ class LedgerRecorder(PostgresApplicationRecorder):
         transaction = self._transaction(stored_events, **changes)
         if not transaction.steps:
             return None
-        with self.datastore.get_connection() as conn:
-            results = pipeline.run(conn, transaction.steps)
+        steps = transaction.steps
+        results = with_connection(self.datastore, lambda conn: pipeline.run(conn, steps))
         if not stored_events:
             return None
         return self._notification_ids(results, stored_events)

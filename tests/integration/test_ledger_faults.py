@@ -192,7 +192,7 @@ def test_a_save_blocked_on_the_events_lock_gives_up_and_its_retry_writes_once(
     master_key: str,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # The lock timeout is set inside the one-round-trip transaction of a save: a save waiting on
+    # The lock timeout is set for every ledger session (domain/ledger/factory.py): a save waiting on
     # the events table's lock must give up on its own and be retried, not hang or half-write.
     settings = Settings(database_url=database_url, db_schema=pg_schema, lock_timeout=1)
     impatient = MemoryLedger(

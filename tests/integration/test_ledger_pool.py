@@ -5,10 +5,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from api.bootstrap import build_pool
+from api.bootstrap import build_pool, postgres_env
 from api.settings import Settings
+from domain.ledger.keyring import MasterKeyring
 from domain.ledger.ledger import MemoryLedger
 from domain.ledger.pool import LifoConnectionPool, LifoReadPool
+from domain.model.values import Scope
 
 
 def _pool(ledger: MemoryLedger) -> Any:
@@ -45,6 +47,39 @@ def test_concurrent_checkouts_take_the_most_recently_returned_first(
     # Returned c, b, a: a is on top, then b.
     with pool.connection() as x, pool.connection() as y:
         assert [x.info.backend_pid, y.info.backend_pid] == pids[:2]
+
+
+def test_every_ledger_connection_has_the_lock_timeout_for_its_session(
+    database_url: str, pg_schema: str, master_key: str
+) -> None:
+    # Saves no longer send SET LOCAL lock_timeout: each pooled session must carry it, from the
+    # first connections the pool opens on, and keep it after a save's transaction has ended.
+    settings = Settings(
+        database_url=database_url,
+        db_schema=pg_schema,
+        pool_size=3,
+        lock_timeout=7,
+        idle_in_transaction_timeout=9,
+    )
+    ledger = MemoryLedger(
+        postgres_env(settings, database_url), MasterKeyring.from_base64([master_key])
+    )
+    try:
+        ledger.create_memory(
+            "alice", scope=Scope.global_(), memory_key="k", content="fact", category="fact"
+        )
+        pool = _pool(ledger)
+        with pool.connection() as a, pool.connection() as b, pool.connection() as c:
+            rows = [
+                conn.execute(
+                    "SELECT current_setting('lock_timeout') AS lock,"
+                    " current_setting('idle_in_transaction_session_timeout') AS idle"
+                ).fetchone()
+                for conn in (a, b, c)
+            ]
+    finally:
+        ledger.close()
+    assert rows == [{"lock": "7s", "idle": "9s"}] * 3
 
 
 def test_the_read_pool_reuses_the_connection_returned_last(
