@@ -27,6 +27,7 @@ from psycopg_pool import ConnectionPool
 from domain.ledger.ledger import MemoryLedger
 from projections.base import Projection
 from projections.rebuild_lanes import (
+    Fill,
     apply,
     build_indexes,
     deferred_indexes,
@@ -116,19 +117,10 @@ def _fill(
         return Connection.connect(pool.conninfo, **kwargs)
 
     indexes = deferred_indexes(conn, projections, t)
+    fill = Fill(projections, t, upto, batch_size)
     if processes > 1 and can_partition(ledger, projections):
         try:
-            done = fill_partitioned(
-                ledger,
-                pool.conninfo,
-                kwargs,
-                projections,
-                t,
-                upto,
-                batch_size,
-                progress,
-                processes,
-            )
+            done = fill_partitioned(ledger, pool.conninfo, kwargs, fill, progress, processes)
         except Unpartitionable as why:
             _log.warning("rebuilding in one process: %s", why)
             _empty(conn, projections, t)
@@ -136,9 +128,7 @@ def _fill(
             build_indexes(conn, connect, indexes)
             return done
     read = ledger_reader(ledger)
-    return fill_lanes(
-        read, ledger.mapper, conn, connect, projections, t, upto, batch_size, progress, indexes
-    )
+    return fill_lanes(read, ledger.mapper, conn, connect, fill, progress, indexes)
 
 
 def _empty(conn: Connection[Any], projections: Sequence[Projection], t: Tables) -> None:

@@ -14,6 +14,7 @@ import queue
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
 from psycopg import Connection
@@ -26,6 +27,7 @@ from projections.rebuild_reading import AHEAD, Read, ReadAhead
 from projections.tables import Tables
 
 __all__ = [
+    "Fill",
     "Lane",
     "apply",
     "build",
@@ -73,15 +75,23 @@ def apply(
             projection.apply(cur, t, batch)
 
 
+@dataclass(frozen=True)
+class Fill:
+    """What a rebuild fills: the fresh tables `t` of `projections`, with the events (0, upto]
+    read and applied `batch_size` at a time."""
+
+    projections: Sequence[Projection]
+    t: Tables
+    upto: int
+    batch_size: int
+
+
 def fill_lanes(
     read: Read,
     mapper: SealingMapper,
     conn: Connection[Any],
     connect: Callable[[], Connection[Any]],
-    projections: Sequence[Projection],
-    t: Tables,
-    upto: int,
-    batch_size: int,
+    fill: Fill,
     progress: Callable[[int], None] | None,
     indexes: dict[str, list[Composed]] | None = None,
     check: Callable[[Sequence[Any], list[Envelope]], None] | None = None,
@@ -94,12 +104,13 @@ def fill_lanes(
     connection from `connect`. With `indexes`, each lane then builds its projections'
     kept-back indexes.
     """
+    projections, t = fill.projections, fill.t
     first, second = lanes(projections) if two_lanes else (list(projections), [])
     done = 0
     with (
         rare_collections(),
         Lane(connect, second, t, indexes) as lane,
-        ReadAhead(read, mapper, 0, upto, batch_size, check) as batches,
+        ReadAhead(read, mapper, 0, fill.upto, fill.batch_size, check) as batches,
     ):
         for batch in batches:
             lane.put(batch)

@@ -36,9 +36,8 @@ from domain.ledger.ledger import MemoryLedger
 from domain.ledger.sealing import clear_json
 from projections.base import Projection
 from projections.envelope import Envelope
-from projections.rebuild_lanes import fill_lanes
+from projections.rebuild_lanes import Fill, fill_lanes
 from projections.rebuild_reading import Read, events_table
-from projections.tables import Tables
 
 __all__ = ["Unpartitionable", "can_partition", "fill_partitioned"]
 
@@ -61,14 +60,11 @@ def fill_partitioned(
     ledger: MemoryLedger,
     conninfo: str,
     kwargs: dict[str, Any],
-    projections: Sequence[Projection],
-    t: Tables,
-    upto: int,
-    batch_size: int,
+    fill: Fill,
     progress: Callable[[int], None] | None,
     processes: int,
 ) -> int:
-    """Fill the fresh tables `t` with the events (0, upto] from `processes` forked processes.
+    """Do `fill` from `processes` forked processes, each over a share of the users.
 
     Returns how many events they applied together. Raises `Unpartitionable` when the split
     failed (the tables then hold part of the events: empty them before filling otherwise),
@@ -81,7 +77,7 @@ def fill_partitioned(
             receiver, sender = context.Pipe(duplex=False)
             child = context.Process(
                 target=_child,
-                args=(ledger, conninfo, kwargs, projections, t, upto, batch_size),
+                args=(ledger, conninfo, kwargs, fill),
                 kwargs={"part": part, "parts": processes, "sender": sender},
                 name=f"memledger-rebuild-{part}",
                 daemon=True,
@@ -167,10 +163,7 @@ def _child(
     ledger: MemoryLedger,
     conninfo: str,
     kwargs: dict[str, Any],
-    projections: Sequence[Projection],
-    t: Tables,
-    upto: int,
-    batch_size: int,
+    fill: Fill,
     *,
     part: int,
     parts: int,
@@ -187,7 +180,7 @@ def _child(
             psycopg.connect(conninfo, **options, row_factory=dict_row) as reading,
             connect() as conn,
         ):
-            keys = ledger.mapper.keys.through(_OwnConnection(reading, t.schema))
+            keys = ledger.mapper.keys.through(_OwnConnection(reading, fill.t.schema))
             # One lane: the processes keep the cores busy, and a second lane would only add
             # a thread contending for this one's GIL (measured ~15% slower).
             done = fill_lanes(
@@ -195,10 +188,7 @@ def _child(
                 ledger.mapper.with_keys(keys),
                 conn,
                 connect,
-                projections,
-                t,
-                upto,
-                batch_size,
+                fill,
                 lambda n: sender.send(("progress", n)),
                 check=_same_users,
                 two_lanes=False,
