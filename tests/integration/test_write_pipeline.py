@@ -95,3 +95,48 @@ def test_parameters_are_dumped_by_the_declared_types() -> None:
     assert bytes(dumped[0]) == (1).to_bytes(8, "big")  # int8, even for a small value
     with pytest.raises(ValueError, match="2 parameters expected"):
         statement.dump([1])
+
+
+
+_DUMP_FAILURE = """
+import sys, uuid, psycopg
+from psycopg import pq, sql
+from domain.ledger import pipeline
+from domain.ledger.pipeline import Statement, oid
+url, schema = sys.argv[1:3]
+with psycopg.connect(url, autocommit=True) as conn:
+    table = sql.Identifier(schema, "t")
+    conn.execute(sql.SQL("CREATE TABLE {} (id uuid PRIMARY KEY, note text)").format(table))
+    text = sql.SQL("INSERT INTO {} (id, note) VALUES ($1, $2)").format(table).as_bytes(None)
+    insert = Statement(text, (oid("uuid"), oid("text")))
+    try:
+        pipeline.run(conn, [(insert, (uuid.uuid4(), "a")), (insert, ("not a uuid", "b"))])
+    except Exception as e:
+        print("raised", type(e).__name__)
+    assert conn.pgconn.pipeline_status == pq.PipelineStatus.OFF
+    assert conn.info.transaction_status == pq.TransactionStatus.IDLE
+    pipeline.run(conn, [(insert, (uuid.uuid4(), "after"))])
+    print("rows", conn.execute(sql.SQL("SELECT count(*) FROM {}").format(table)).fetchone()[0])
+"""
+
+
+def test_a_parameter_that_cannot_be_dumped_fails_the_write_without_hanging(
+    database_url: str, pg_schema: str
+) -> None:
+    # A client-side dump error after BEGIN and a first insert were queued, but before the
+    # Sync: the write must fail at once and leave the connection idle and usable. Run in a
+    # child process, so a hang fails the test instead of blocking the session.
+    import subprocess
+    import sys
+
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", _DUMP_FAILURE, database_url, pg_schema],
+            capture_output=True,
+            text=True,
+            timeout=20,
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail("pipeline.run hung after a parameter failed to dump")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["raised", "AttributeError", "rows", "1"]
