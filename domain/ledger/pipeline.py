@@ -113,27 +113,35 @@ def _run_once(
 ) -> list[pq.abc.PGresult]:
     pgconn = conn.pgconn
     known = _prepared.setdefault(pgconn, set())
+    # Every parameter is dumped before anything is queued: a value that cannot be dumped
+    # fails the write here, with nothing sent and the connection untouched (queued after
+    # BEGIN, with no Sync to answer, it left `_leave_pipeline` spinning forever).
+    plan = [
+        (statement, statement.dump(params) if statement.param_types or params else None)
+        for statement, params in [(_BEGIN, ()), *steps, (_COMMIT, ())]
+    ]
     sent: list[Statement | None] = []  # in reply order: None for a prepare of the next one
+    synced = False
     pgconn.enter_pipeline_mode()
     try:
-        for statement, params in [(_BEGIN, ()), *steps, (_COMMIT, ())]:
+        for statement, dumped in plan:
             if statement.name not in known and statement not in sent:
                 pgconn.send_prepare(statement.name, statement.text, statement.param_types or None)
                 sent.append(None)
-            if statement.param_types or params:
-                dumped = statement.dump(params)
+            if dumped is not None:
                 pgconn.send_query_prepared(statement.name, dumped, [_BINARY] * len(dumped))
             else:
                 pgconn.send_query_prepared(statement.name, None, None)
             sent.append(statement)
         pgconn.pipeline_sync()
+        synced = True
         results = conn.wait(_communicate(pgconn))
         # Every result up to the Sync was read: leaving the mode needs no more reading
         # (`_leave_pipeline`'s draining would cost a recv per save).
         pgconn.exit_pipeline_mode()
     finally:
         if pgconn.pipeline_status != pq.PipelineStatus.OFF:
-            _leave_pipeline(conn)
+            _leave_pipeline(conn, synced=synced)
     replies: list[pq.abc.PGresult] = []
     for n, (reply_to, result) in enumerate(zip(sent, results, strict=True)):
         if reply_to is not None:
@@ -168,17 +176,28 @@ def _communicate(pgconn: pq.abc.PGconn) -> Generator[Wait, Ready | int, list[pq.
         results.append(result)
 
 
-def _leave_pipeline(conn: psycopg.Connection[Any]) -> None:
-    """After an interrupted run: drain what is left, so the connection can leave the mode."""
+def _leave_pipeline(conn: psycopg.Connection[Any], *, synced: bool) -> None:
+    """After an interrupted run: drain what is left, so the connection can leave the mode.
+
+    Without a Sync sent, the server answers nothing more: one is sent first, so the draining
+    ends (and the statements already queued, BEGIN included, are run and then rolled back).
+    """
     pgconn = conn.pgconn
     try:
         if pgconn.status == pq.ConnStatus.OK:
-            while pgconn.get_result() is not None or pgconn.is_busy():
-                pgconn.consume_input()
+            if not synced:
+                pgconn.pipeline_sync()
+                conn.wait(_communicate(pgconn))
+            else:
+                while pgconn.get_result() is not None or pgconn.is_busy():
+                    pgconn.consume_input()
             pgconn.exit_pipeline_mode()
+            _rollback(pgconn)
     except psycopg.Error:
         pass
-    if pgconn.pipeline_status != pq.PipelineStatus.OFF:
+    if pgconn.pipeline_status != pq.PipelineStatus.OFF or (
+        pgconn.status == pq.ConnStatus.OK and pgconn.transaction_status != _IDLE
+    ):
         pgconn.finish()  # unusable: the pool discards a closed connection
 
 
