@@ -84,3 +84,22 @@ def test_a_closed_pool_is_opened_by_the_library_path(
     assert datastore.pool.closed
     assert with_connection(datastore, lambda conn: conn.execute("SELECT 3").fetchone())
     assert not datastore.pool.closed
+
+
+def test_a_pool_timeout_is_raised_as_the_library_s_operational_error(
+    make_ledger: Callable[..., MemoryLedger],
+) -> None:
+    # The library's get_connection raises a PoolTimeout (no connection free in time) as its
+    # OperationalError: the recorder's retry runs again on it, and the ledger answers
+    # LedgerUnavailable. The getconn of with_connection must be mapped the same way.
+    datastore = _datastore(make_ledger)
+    pool = datastore.pool
+    held = [pool.getconn() for _ in range(pool.max_size)]
+    pool.timeout = 0.2
+    try:
+        with pytest.raises(persistence.OperationalError) as raised:
+            with_connection(datastore, _pid)
+        assert isinstance(raised.value.__cause__, psycopg.OperationalError)
+    finally:
+        for conn in held:
+            pool.putconn(conn)
