@@ -45,7 +45,12 @@ def with_connection(
     if pool.closed:
         with datastore.get_connection() as conn:
             return work(conn)
-    conn = pool.getconn()
+    try:
+        # A PoolTimeout (or TooManyRequests) is a psycopg OperationalError: mapped like the
+        # library's, so the recorder's retry meets it and the ledger answers LedgerUnavailable.
+        conn = pool.getconn()
+    except psycopg.Error as e:
+        raise persistence_error(e) from e
     try:
         return work(conn)
     except psycopg.Error as e:
