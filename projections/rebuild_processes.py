@@ -20,6 +20,8 @@ from __future__ import annotations
 import contextlib
 import gc
 import multiprocessing
+import secrets
+import time
 import traceback
 import warnings
 from collections.abc import Callable, Sequence
@@ -39,7 +41,7 @@ from projections.envelope import Envelope
 from projections.rebuild_lanes import Fill, fill_lanes
 from projections.rebuild_reading import Read, events_table
 
-__all__ = ["Unpartitionable", "can_partition", "fill_partitioned"]
+__all__ = ["Unpartitionable", "can_partition", "end_sessions", "fill_partitioned"]
 
 
 class Unpartitionable(Exception):
@@ -68,16 +70,21 @@ def fill_partitioned(
 
     Returns how many events they applied together. Raises `Unpartitionable` when the split
     failed (the tables then hold part of the events: empty them before filling otherwise),
-    and RuntimeError with the child's traceback when a process failed.
+    and RuntimeError with the child's traceback when a process failed; either way, the
+    children's server sessions have ended first (`end_sessions`), so none of their
+    statements can still run once it raises.
     """
     context = multiprocessing.get_context("fork")
     children: list[tuple[multiprocessing.process.BaseProcess, Pipe]] = []
+    sessions = f"memledger-rebuild-{secrets.token_hex(6)}"  # the children's application_name
+    child_kwargs = {**kwargs, "application_name": sessions}
+    finished = False
     try:
         for part in range(processes):
             receiver, sender = context.Pipe(duplex=False)
             child = context.Process(
                 target=_child,
-                args=(ledger, conninfo, kwargs, fill),
+                args=(ledger, conninfo, child_kwargs, fill),
                 kwargs={"part": part, "parts": processes, "sender": sender},
                 name=f"memledger-rebuild-{part}",
                 daemon=True,
@@ -96,13 +103,38 @@ def fill_partitioned(
                     gc.unfreeze()
             sender.close()  # the child holds the writing end: EOF once it exits
             children.append((child, receiver))
-        return _follow(children, progress)
+        done = _follow(children, progress)
+        finished = True
+        return done
     finally:
         for child, receiver in children:
             if child.is_alive():
                 child.terminate()
             child.join()
             receiver.close()
+        if not finished:
+            end_sessions(conninfo, kwargs, sessions)
+
+
+def end_sessions(
+    conninfo: str, kwargs: dict[str, Any], application_name: str, timeout: float = 30.0
+) -> None:
+    """End the server sessions named `application_name` and wait until they are gone.
+
+    A child killed just after sending a statement leaves it to its server session, which may
+    run it after the caller moved on (e.g. into the TRUNCATE of a one-process fill): a
+    terminated session runs nothing more, and an open autocommit statement is rolled back.
+    """
+    query = SQL(
+        "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+        " WHERE application_name = %s AND pid <> pg_backend_pid()"
+    )
+    deadline = time.monotonic() + timeout
+    with psycopg.connect(conninfo, **{**kwargs, "autocommit": True}) as conn:
+        while (row := conn.execute(query, (application_name,)).fetchone()) and row[0]:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{row[0]} rebuild sessions did not end in {timeout} s")
+            time.sleep(0.02)
 
 
 def _follow(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 import uuid
 from typing import Any
 
@@ -13,7 +14,7 @@ from psycopg import sql
 from domain.ledger.ledger import MemoryLedger
 from projections.embedding.service import EmbeddingService
 from projections.rebuild import rebuild
-from projections.rebuild_processes import can_partition
+from projections.rebuild_processes import can_partition, end_sessions
 from projections.registry import all_projections, select
 from projections.tables import Tables
 from projections.views.active_memories import ActiveMemories
@@ -124,3 +125,34 @@ def test_a_projection_calling_a_model_is_rebuilt_in_this_process(
     assert embedding_service.model_id is not None
     assert not can_partition(ledger, with_model)
     assert can_partition(ledger, select(["active_memories", "embeddings"]))
+
+
+def test_ending_the_rebuild_sessions_stops_what_they_still_run(database_url: str) -> None:
+    name = f"memledger-rebuild-test-{uuid.uuid4().hex[:8]}"
+    errors: list[BaseException] = []
+
+    def sleep_in_a_session() -> None:
+        with psycopg.connect(database_url, autocommit=True, application_name=name) as conn:
+            try:
+                conn.execute("SELECT pg_sleep(60)")
+            except psycopg.OperationalError as error:
+                errors.append(error)
+
+    sleeper = threading.Thread(target=sleep_in_a_session)
+    sleeper.start()
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        query = (
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s AND state = 'active'"
+        )
+        for _ in range(500):
+            if conn.execute(query, (name,)).fetchone() == (1,):
+                break
+            threading.Event().wait(0.01)
+        else:
+            pytest.fail("the sleeping session never started")
+        end_sessions(database_url, {}, name, timeout=10)
+        sleeper.join(timeout=10)
+        assert not sleeper.is_alive()
+        assert len(errors) == 1  # its statement was cut short, not left running
+        remaining = "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s"
+        assert conn.execute(remaining, (name,)).fetchone() == (0,)
