@@ -22,9 +22,30 @@ from projections.memory_kinds import (
     RESTORED,
     SUPPRESSED,
 )
-from projections.views._rows import RowChanges
+from projections.views._rows import Column, RowChanges
 
-__all__ = ["fold_memory_events"]
+__all__ = ["MEMORY_ID", "STATE_BEFORE_CREATED", "STATE_FROM_UPDATED", "fold_memory_events"]
+
+MEMORY_ID = Column("memory_id", "uuid")
+STATE_BEFORE_CREATED = (
+    Column("user_id", "text"),
+    Column("memory_key", "text"),
+    Column("content", "text"),
+    Column("category", "text"),
+    Column("scope_type", "text"),
+    Column("workspace_type", "text", nullable=True),
+    Column("source_type", "text"),
+    Column("status", "text"),
+    Column("revision", "int4"),
+)
+"""The state columns a row of a live memory starts with (active_memories then has `created_at`)."""
+STATE_FROM_UPDATED = (
+    Column("updated_at", "timestamptz"),
+    Column("last_confirmed_at", "timestamptz", nullable=True),
+    Column("review_after", "timestamptz", nullable=True),
+    Column("expires_at", "timestamptz", nullable=True),
+)
+"""The state columns after them; each table keeps this order (a rebuild compares by position)."""
 
 
 def fold_memory_events(

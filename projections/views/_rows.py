@@ -7,13 +7,58 @@ changed columns (older rows), so a batch costs a few statements whatever its siz
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
 from psycopg import Cursor
 from psycopg.sql import SQL, Composed, Identifier
 
-__all__ = ["RowChanges", "array_literal", "copy_rows", "update_rows"]
+__all__ = [
+    "Column",
+    "RowChanges",
+    "array_literal",
+    "column_names",
+    "column_types",
+    "copy_rows",
+    "create_table",
+    "update_rows",
+]
+
+
+@dataclass(frozen=True)
+class Column:
+    """A column of a view table, declared once for its CREATE TABLE and its binary COPY.
+
+    `type` is PostgreSQL's own short name, the one binary COPY needs (uuid, text, int4, int8,
+    timestamptz, text[], bytea): a table whose declared type differs from the copied one
+    cannot be filled.
+    """
+
+    name: str
+    type: str
+    nullable: bool = False
+
+
+def create_table(table: Composed, key: Column, columns: Sequence[Column]) -> Composed:
+    """CREATE TABLE IF NOT EXISTS with `key` as its primary key, then `columns` in order."""
+    parts = [SQL("{} {} PRIMARY KEY").format(Identifier(key.name), SQL(key.type))]
+    parts += [
+        SQL("{} {} {}").format(
+            Identifier(c.name), SQL(c.type), SQL("NULL" if c.nullable else "NOT NULL")
+        )
+        for c in columns
+    ]
+    return SQL("CREATE TABLE IF NOT EXISTS {} ({})").format(table, SQL(", ").join(parts))
+
+
+def column_names(columns: Sequence[Column]) -> tuple[str, ...]:
+    return tuple(c.name for c in columns)
+
+
+def column_types(key: Column, columns: Sequence[Column]) -> dict[str, str]:
+    """The type of the key and of every column, as `RowChanges` needs them."""
+    return {c.name: c.type for c in (key, *columns)}
 
 
 def copy_rows(

@@ -11,47 +11,24 @@ from psycopg.sql import SQL, Composed
 from projections.base import Projection
 from projections.envelope import Envelope
 from projections.tables import Tables
-from projections.views._memory_rows import fold_memory_events
-from projections.views._rows import RowChanges
+from projections.views._memory_rows import (
+    MEMORY_ID,
+    STATE_BEFORE_CREATED,
+    STATE_FROM_UPDATED,
+    fold_memory_events,
+)
+from projections.views._rows import Column, RowChanges, column_names, column_types, create_table
 
 __all__ = ["COLUMNS", "ActiveMemories"]
 
-COLUMNS = (
-    "user_id",
-    "memory_key",
-    "content",
-    "category",
-    "scope_type",
-    "workspace_type",
-    "source_type",
-    "status",
-    "revision",
-    "created_at",
-    "updated_at",
-    "last_confirmed_at",
-    "review_after",
-    "expires_at",
-    "position",
+TABLE = (
+    *STATE_BEFORE_CREATED,
+    Column("created_at", "timestamptz"),
+    *STATE_FROM_UPDATED,
+    Column("position", "int8"),
 )
-TYPES = {
-    "memory_id": "uuid",
-    "user_id": "text",
-    "memory_key": "text",
-    "content": "text",
-    "category": "text",
-    "scope_type": "text",
-    "workspace_type": "text",
-    "source_type": "text",
-    "status": "text",
-    "revision": "int4",
-    "created_at": "timestamptz",
-    "updated_at": "timestamptz",
-    "last_confirmed_at": "timestamptz",
-    "review_after": "timestamptz",
-    "expires_at": "timestamptz",
-    "position": "int8",
-}
-"""Column types, as binary COPY needs them."""
+COLUMNS = column_names(TABLE)
+TYPES = column_types(MEMORY_ID, TABLE)
 
 
 class ActiveMemories(Projection):
@@ -63,25 +40,7 @@ class ActiveMemories(Projection):
     def create(self, t: Tables) -> list[Composed]:
         table = t["active_memories"]
         return [
-            SQL(
-                "CREATE TABLE IF NOT EXISTS {} ("
-                " memory_id uuid PRIMARY KEY,"
-                " user_id text NOT NULL,"
-                " memory_key text NOT NULL,"
-                " content text NOT NULL,"
-                " category text NOT NULL,"
-                " scope_type text NOT NULL,"
-                " workspace_type text NULL,"
-                " source_type text NOT NULL,"
-                " status text NOT NULL,"
-                " revision integer NOT NULL,"
-                " created_at timestamptz NOT NULL,"
-                " updated_at timestamptz NOT NULL,"
-                " last_confirmed_at timestamptz NULL,"
-                " review_after timestamptz NULL,"
-                " expires_at timestamptz NULL,"
-                " position bigint NOT NULL)"
-            ).format(table),
+            create_table(table, MEMORY_ID, TABLE),
             SQL("CREATE INDEX IF NOT EXISTS {} ON {} (user_id, scope_type, workspace_type)").format(
                 t.index("active_memories", "user_scope"), table
             ),

@@ -41,22 +41,23 @@ from projections.memory_kinds import CREATED as _CREATED
 from projections.memory_kinds import FORGOTTEN as _FORGOTTEN
 from projections.memory_kinds import MEMORY_KINDS as _KINDS
 from projections.tables import Tables
-from projections.views._rows import RowChanges
+from projections.views._memory_rows import MEMORY_ID
+from projections.views._rows import Column, RowChanges, column_names, column_types, create_table
 
 __all__ = ["BACKFILL_BATCH", "COLUMNS", "Embeddings"]
 
 BACKFILL_BATCH = 32
 """Memories embedded per backfill step (about a second with the bundled model)."""
 
-COLUMNS = ("user_id", "memory_key", "revision", "model", "vector")
-TYPES = {
-    "memory_id": "uuid",
-    "user_id": "text",
-    "memory_key": "text",
-    "revision": "int4",
-    "model": "text",
-    "vector": "bytea",
-}
+TABLE = (
+    Column("user_id", "text"),
+    Column("memory_key", "text"),
+    Column("revision", "int4"),
+    Column("model", "text", nullable=True),
+    Column("vector", "bytea", nullable=True),
+)
+COLUMNS = column_names(TABLE)
+TYPES = column_types(MEMORY_ID, TABLE)
 
 
 class Embeddings(Projection):
@@ -76,15 +77,7 @@ class Embeddings(Projection):
     def create(self, t: Tables) -> list[Composed]:
         table = t["embeddings"]
         return [
-            SQL(
-                "CREATE TABLE IF NOT EXISTS {} ("
-                " memory_id uuid PRIMARY KEY,"
-                " user_id text NOT NULL,"
-                " memory_key text NOT NULL,"
-                " revision integer NOT NULL,"
-                " model text NULL,"
-                " vector bytea NULL)"
-            ).format(table),
+            create_table(table, MEMORY_ID, TABLE),
             SQL("CREATE INDEX IF NOT EXISTS {} ON {} (user_id)").format(
                 t.index("embeddings", "user"), table
             ),

@@ -18,48 +18,25 @@ from projections.base import Projection
 from projections.envelope import Envelope
 from projections.search import index_terms, key_terms
 from projections.tables import Tables
-from projections.views._memory_rows import fold_memory_events
-from projections.views._rows import RowChanges
+from projections.views._memory_rows import (
+    MEMORY_ID,
+    STATE_BEFORE_CREATED,
+    STATE_FROM_UPDATED,
+    fold_memory_events,
+)
+from projections.views._rows import Column, RowChanges, column_names, column_types, create_table
 
 __all__ = ["COLUMNS", "SEP", "SearchTerms", "prefixed_terms"]
 
 SEP = ":"
-COLUMNS = (
-    "user_id",
-    "memory_key",
-    "content",
-    "category",
-    "scope_type",
-    "workspace_type",
-    "source_type",
-    "status",
-    "revision",
-    "updated_at",
-    "last_confirmed_at",
-    "review_after",
-    "expires_at",
-    "terms",
-    "key_terms",
+TABLE = (
+    *STATE_BEFORE_CREATED,
+    *STATE_FROM_UPDATED,
+    Column("terms", "text[]"),
+    Column("key_terms", "text[]"),
 )
-TYPES = {
-    "memory_id": "uuid",
-    "user_id": "text",
-    "memory_key": "text",
-    "content": "text",
-    "category": "text",
-    "scope_type": "text",
-    "workspace_type": "text",
-    "source_type": "text",
-    "status": "text",
-    "revision": "int4",
-    "updated_at": "timestamptz",
-    "last_confirmed_at": "timestamptz",
-    "review_after": "timestamptz",
-    "expires_at": "timestamptz",
-    "terms": "text[]",
-    "key_terms": "text[]",
-}
-"""Column types, as binary COPY needs them."""
+COLUMNS = column_names(TABLE)
+TYPES = column_types(MEMORY_ID, TABLE)
 
 
 def stored_key_terms(memory_key: str) -> list[str]:
@@ -83,25 +60,7 @@ class SearchTerms(Projection):
     def create(self, t: Tables) -> list[Composed]:
         table = t["search_terms"]
         return [
-            SQL(
-                "CREATE TABLE IF NOT EXISTS {} ("
-                " memory_id uuid PRIMARY KEY,"
-                " user_id text NOT NULL,"
-                " memory_key text NOT NULL,"
-                " content text NOT NULL,"
-                " category text NOT NULL,"
-                " scope_type text NOT NULL,"
-                " workspace_type text NULL,"
-                " source_type text NOT NULL,"
-                " status text NOT NULL,"
-                " revision integer NOT NULL,"
-                " updated_at timestamptz NOT NULL,"
-                " last_confirmed_at timestamptz NULL,"
-                " review_after timestamptz NULL,"
-                " expires_at timestamptz NULL,"
-                " terms text[] NOT NULL,"
-                " key_terms text[] NOT NULL)"
-            ).format(table),
+            create_table(table, MEMORY_ID, TABLE),
             SQL("CREATE INDEX IF NOT EXISTS {} ON {} USING gin (terms)").format(
                 t.index("search_terms", "terms"), table
             ),
