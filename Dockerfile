@@ -9,6 +9,9 @@ WORKDIR /app
 COPY pyproject.toml README.md ./
 COPY domain ./domain
 COPY projections ./projections
+COPY retrieval ./retrieval
+COPY migration ./migration
+COPY replay ./replay
 COPY api ./api
 RUN pip install . && useradd --system --home-dir /app memledger
 

@@ -1,7 +1,7 @@
 """Legacy import speed against the ledger's own save rate, measured in the same run.
 
 Generates the 10,000-row legacy file of the tests (500 users, 20 rows each, with secrets,
-invalid rows, key collisions and unmapped users; see api/migration/synthetic.py), imports it
+invalid rows, key collisions and unmapped users; see tests/migration/synthetic.py), imports it
 with `memledger migrate legacy` (as a function, --workers as given) into a throwaway schema per
 measurement, and runs scripts/bench_ledger.py for one writer on the same server before and after
 (the ratio uses the mean of the two). Prints import
@@ -29,10 +29,9 @@ from _schemas import drop_schema, new_schema
 
 from api.bootstrap import build_ledger
 from api.embedded import start_embedded_postgres
-from api.migration.migrate import migrate_legacy
-from api.migration.synthetic import write_legacy_file
 from api.settings import Settings
 from domain.ledger.keyring import generate_master_key
+from migration.migrate import migrate_legacy
 
 HERE = pathlib.Path(__file__).resolve().parent
 
@@ -117,6 +116,9 @@ def main() -> None:
     before = measure_ledger(url, args.ledger_seconds)
     with tempfile.TemporaryDirectory(prefix="bench-import-") as tmp:
         folder = pathlib.Path(tmp)
+        sys.path.insert(0, str(HERE.parent))  # the tests' generator, tests/migration/synthetic.py
+        from tests.migration.synthetic import write_legacy_file
+
         expected = write_legacy_file(folder, users=args.users, rows_per_user=args.rows_per_user)
         say(f"generated {expected.rows} legacy rows over {args.users} users in {folder}")
         imports = []

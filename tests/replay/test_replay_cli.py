@@ -10,10 +10,10 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from api.replay_cli import replay_command
+from api.cli.replay import replay_command
 from domain.ledger.ledger import MemoryLedger
 from domain.model.values import Scope
-from projections.replay import as_of, replay_events
+from replay import as_of, replay_events
 
 pytestmark = pytest.mark.integration
 

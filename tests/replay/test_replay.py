@@ -21,7 +21,7 @@ from domain.ledger.views import MemoryView
 from domain.model.events import REDACTED
 from domain.model.memory import Memory
 from domain.model.values import Scope
-from projections.replay import as_of, replay_events
+from replay import as_of, replay_events
 
 pytestmark = pytest.mark.integration
 

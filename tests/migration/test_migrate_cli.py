@@ -14,13 +14,13 @@ import typer
 from typer.testing import CliRunner
 
 from api.cli import app
-from api.migration.importer import UserTally
-from api.migration.migrate import migrate_legacy
-from api.migration.progress import RowProgress
-from api.migration.synthetic import LEGACY_DDL
 from domain.ledger.ledger import MemoryLedger
 from domain.model.memory import Memory
 from domain.model.values import Scope
+from migration.importer import UserTally
+from migration.migrate import migrate_legacy
+from migration.progress import RowProgress
+from tests.migration.synthetic import LEGACY_DDL
 
 pytestmark = pytest.mark.integration
 

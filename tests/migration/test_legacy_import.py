@@ -23,15 +23,15 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from eventsourcing.persistence import StoredEvent
 from psycopg import sql
 
-from api.migration.migrate import LegacyRun, migrate_legacy
-from api.migration.synthetic import Expected, write_legacy_file
 from domain.ledger.ledger import MemoryLedger
 from domain.ledger.sealing import _aad
 from domain.model.memory import Memory
 from domain.model.text import normalise_content
 from domain.model.values import Scope
+from migration.migrate import LegacyRun, migrate_legacy
 from projections.tables import Tables
 from projections.worker import ProjectionWorker
+from tests.migration.synthetic import Expected, write_legacy_file
 
 pytestmark = pytest.mark.integration
 

@@ -1,7 +1,4 @@
-"""`memledger replay`: the auditor's view of the ledger, as JSON lines on stdout.
-
-Register it on the command line with `app.command("replay")(replay_command)`.
-"""
+"""`memledger replay`: the auditor's view of the ledger (the `replay` package), as JSON lines."""
 
 from __future__ import annotations
 
@@ -9,24 +6,36 @@ import contextlib
 import json
 import os
 import sys
-from datetime import UTC, datetime
+from collections.abc import Iterable
+from datetime import datetime
 from typing import Annotated, Any
 from uuid import UUID
 
 import typer
 
+from api.cli.common import complete_shredding, open_ledger
+
 __all__ = ["parse_time", "replay_command"]
 
 _TIME_HELP = "ISO 8601, e.g. 2025-06-01T12:00:00Z (no offset: UTC)"
+_OPTIONS = {
+    "user_id": "--user",
+    "after": "--after",
+    "until": "--until",
+    "since": "--since",
+    "before": "--before",
+}
+"""Each ReplayQuery field's command-line option, to name them in errors."""
 
 
 def parse_time(text: str) -> datetime:
     """An ISO 8601 time; a time without an offset is UTC."""
+    from replay import parse_time as parse
+
     try:
-        at = datetime.fromisoformat(text.strip())
-    except ValueError:
-        raise typer.BadParameter(f"{text!r} is not a time; use {_TIME_HELP}") from None
-    return at if at.tzinfo is not None else at.replace(tzinfo=UTC)
+        return parse(text)
+    except ValueError as error:
+        raise typer.BadParameter(f"{error}; use {_TIME_HELP}") from None
 
 
 def replay_command(
@@ -62,54 +71,25 @@ def replay_command(
     Content is decrypted while its data key exists; where the key was destroyed (forgotten
     memories, rejected or expired candidates) the line says "redacted": true instead.
     """
-    memory_id = _memory_id(memory)
-    if as_of is not None:
-        if user is None:
-            raise typer.BadParameter("needs --user (whose memories)", param_hint="'--as-of'")
-        given = {"--after": after or None, "--until": until, "--since": since, "--before": before}
-        mixed = [name for name, value in given.items() if value is not None]
-        if mixed:
-            hint = "'--as-of'"
-            raise typer.BadParameter(f"cannot be combined with {', '.join(mixed)}", param_hint=hint)
+    from replay import InvalidQuery, ReplayError, ReplayQuery, replay
 
-    from api.bootstrap import build_ledger
-    from api.settings import Settings
-    from domain.ledger.keyring import KeyringError
-    from projections.replay import ReplayError, replay_events
-    from projections.replay import as_of as memories_as_of
-
+    query = ReplayQuery(user, _memory_id(memory), after, until, since, before, as_of)
     try:
-        ledger = build_ledger(Settings())  # type: ignore[call-arg]
-    except KeyringError as error:
-        typer.echo(f"memledger: {error}", err=True)
-        raise typer.Exit(2) from None
-    try:
-        # Keys that outlived their tombstone (a restored key backup) must not decrypt here.
-        shredded = ledger.complete_shredding()
-        if shredded:
-            typer.echo(
-                f"memledger: destroyed {shredded} data keys that outlived a forget", err=True
-            )
-        if as_of is not None and user is not None:
-            found = memories_as_of(ledger, user, as_of)
-            _print_lines(m for m in found if memory_id is None or m["memory_id"] == str(memory_id))
+        query.check()
+    except InvalidQuery as error:
+        if error.missing:
+            reason = f"needs {_OPTIONS[error.missing]} (whose memories)"
         else:
-            _print_lines(
-                replay_events(
-                    ledger,
-                    user_id=user,
-                    memory_id=memory_id,
-                    after=after,
-                    until=until,
-                    since=since,
-                    before=before,
-                )
-            )
-    except ReplayError as error:
-        typer.echo(f"memledger: {error}", err=True)
-        raise typer.Exit(1) from None
-    finally:
-        ledger.close()
+            reason = f"cannot be combined with {', '.join(_OPTIONS[n] for n in error.conflicts)}"
+        raise typer.BadParameter(reason, param_hint="'--as-of'") from None
+
+    with open_ledger() as ledger:
+        complete_shredding(ledger)  # keys that outlived their tombstone must not decrypt here
+        try:
+            _print_lines(replay(ledger, query))
+        except ReplayError as error:
+            typer.echo(f"memledger: {error}", err=True)
+            raise typer.Exit(1) from None
 
 
 def _memory_id(memory: str | None) -> UUID | None:
@@ -121,7 +101,7 @@ def _memory_id(memory: str | None) -> UUID | None:
         raise typer.BadParameter(f"{memory!r} is not a UUID", param_hint="'--memory'") from None
 
 
-def _print_lines(records: Any) -> None:
+def _print_lines(records: Iterable[dict[str, Any]]) -> None:
     """One JSON object per line; stops quietly when the reader goes away (`| head`)."""
     out = sys.stdout
     try:

@@ -11,7 +11,7 @@ Counts per legacy user (what `UserTally` holds and the report prints):
     legacy_rows    rows of that user_name in the file
     imported       memories created by this run (dry run: that would be created)
     unchanged      already in the ledger with the same content (an earlier or killed run)
-    skipped        rows that did not become a memory, by reason (see api.migration.plan)
+    skipped        rows that did not become a memory, by reason (see migration.plan)
     ledger_before  the user's live memories (all scopes) before this run touched the user
     ledger         the user's live memories after it (dry run: before + imported)
 
@@ -29,7 +29,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from itertools import groupby
 
-from api.migration.plan import PlannedRow, Skip
 from domain.errors import (
     InvalidInput,
     KeyExists,
@@ -41,6 +40,7 @@ from domain.errors import (
 from domain.ledger.ledger import MemoryLedger
 from domain.model.text import normalise_content
 from domain.model.values import Scope
+from migration.plan import PlannedRow, Skip
 
 __all__ = ["ImportResult", "UserTally", "run_import"]
 

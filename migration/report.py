@@ -24,8 +24,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, TextIO
 
-from api.migration.importer import ImportResult, UserTally
-from api.migration.legacy import Backup
+from migration.importer import ImportResult, UserTally
+from migration.legacy import Backup
 
 __all__ = ["RunInfo", "default_report_path", "print_summary", "report_lines", "write_report"]
 

@@ -1,4 +1,4 @@
-"""The migration commands of the `memledger` command line (registered in api.cli)."""
+"""`memledger migrate legacy`, `memledger export` and `memledger import`: glue over `migration`."""
 
 from __future__ import annotations
 
@@ -8,17 +8,16 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, NoReturn, TextIO
+from typing import Annotated, NoReturn, TextIO
 
 import typer
 
-if TYPE_CHECKING:
-    from domain.ledger.ledger import MemoryLedger
+from api.cli.common import complete_shredding, fail, open_ledger
 
 __all__ = ["export_command", "import_command", "migrate_app"]
 
 migrate_app = typer.Typer(
-    no_args_is_help=True, help="Move existing users onto the ledger (see api.migration)."
+    no_args_is_help=True, help="Move existing users onto the ledger (see the migration package)."
 )
 
 
@@ -56,9 +55,9 @@ def migrate_legacy_command(
     """
     from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-    from api.migration.legacy import LegacyFormatError
-    from api.migration.migrate import migrate_legacy
-    from api.migration.plan import UserMapError, parse_category_map
+    from migration.legacy import LegacyFormatError
+    from migration.migrate import migrate_legacy
+    from migration.plan import UserMapError, parse_category_map
 
     try:
         categories = parse_category_map(map_category or [])
@@ -69,7 +68,7 @@ def migrate_legacy_command(
         raise typer.BadParameter(
             f"unknown time zone {naive_timezone!r}", param_hint="'--naive-timezone'"
         ) from None
-    with _ledger() as ledger:
+    with open_ledger("memledger") as ledger:
         try:
             run = migrate_legacy(
                 ledger,
@@ -96,10 +95,10 @@ def export_command(
     ] = None,
 ) -> None:
     """Write a user's live memories as JSON lines (forgotten ones are never exported)."""
-    from api.migration.takeout import export_user
+    from migration.takeout import export_user
 
-    with _ledger() as ledger:
-        _complete_shredding(ledger)
+    with open_ledger("memledger") as ledger:
+        complete_shredding(ledger)
         lines = list(export_user(ledger, user, include_history=include_history))
     with _open_output(output) as out:
         for line in lines:
@@ -118,8 +117,8 @@ def import_command(
 
     Exit status: 0 every memory is there, 1 some were skipped (listed), 2 bad file.
     """
-    from api.migration.restore import import_records
-    from api.migration.takeout import TakeoutFormatError, parse_export
+    from migration.restore import import_records
+    from migration.takeout import TakeoutFormatError, parse_export
 
     try:
         if str(file) == "-":
@@ -131,7 +130,7 @@ def import_command(
         _fail(f"import: {file}: {error}")
     if user is not None and user != export.user_id:
         _fail(f"import: the file holds the memories of {export.user_id!r}, not {user!r}")
-    with _ledger() as ledger:
+    with open_ledger("memledger") as ledger:
         summary = import_records(ledger, export)
     typer.echo(
         f"user {summary.user_id}: {summary.memories} memories in the file, {summary.created}"
@@ -148,29 +147,6 @@ def import_command(
 
 
 @contextmanager
-def _ledger() -> Iterator[MemoryLedger]:
-    from api.bootstrap import build_ledger
-    from api.settings import Settings
-    from domain.ledger.keyring import KeyringError
-
-    try:
-        ledger = build_ledger(Settings())  # type: ignore[call-arg]
-    except KeyringError as error:
-        _fail(str(error))
-    try:
-        yield ledger
-    finally:
-        ledger.close()
-
-
-def _complete_shredding(ledger: MemoryLedger) -> None:
-    # Keys that outlived their tombstone (a restored key backup) must not decrypt here.
-    shredded = ledger.complete_shredding()
-    if shredded:
-        typer.echo(f"memledger: destroyed {shredded} data keys that outlived a forget", err=True)
-
-
-@contextmanager
 def _open_output(path: Path | None) -> Iterator[TextIO]:
     if path is None:
         yield sys.stdout
@@ -182,5 +158,4 @@ def _open_output(path: Path | None) -> Iterator[TextIO]:
 
 
 def _fail(message: str) -> NoReturn:
-    typer.echo(f"memledger {message}", err=True)
-    raise typer.Exit(2)
+    fail(f"memledger {message}")

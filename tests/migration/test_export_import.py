@@ -17,10 +17,10 @@ from psycopg_pool import ConnectionPool
 from typer.testing import CliRunner
 
 from api.app import create_app
+from api.cli.migrate import export_command, import_command
 from api.deps import Services
 from api.embedded import ensure_schema
 from api.metrics import Metrics
-from api.migration.commands import export_command, import_command
 from domain.ledger.keyring import generate_master_key
 from domain.ledger.ledger import MemoryLedger
 from domain.model.values import Scope

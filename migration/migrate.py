@@ -9,12 +9,12 @@ from datetime import UTC, datetime, tzinfo
 from pathlib import Path
 from typing import TextIO
 
-from api.migration.importer import ImportResult, run_import
-from api.migration.legacy import make_backup, read_legacy
-from api.migration.plan import DEFAULT_CATEGORY_MAP, load_user_map, plan_rows
-from api.migration.progress import RowProgress
-from api.migration.report import RunInfo, default_report_path, print_summary, write_report
 from domain.ledger.ledger import MemoryLedger
+from migration.importer import ImportResult, run_import
+from migration.legacy import make_backup, read_legacy
+from migration.plan import DEFAULT_CATEGORY_MAP, load_user_map, plan_rows
+from migration.progress import RowProgress
+from migration.report import RunInfo, default_report_path, print_summary, write_report
 
 __all__ = ["LegacyRun", "migrate_legacy"]
 
@@ -49,7 +49,7 @@ def migrate_legacy(
     log: TextIO | None = None,
     tty: bool | None = None,
 ) -> LegacyRun:
-    """Import a legacy CoreMemory file (see api.migration for the whole contract).
+    """Import a legacy CoreMemory file (see the migration package for the whole contract).
 
     Raises LegacyFormatError / UserMapError before anything is written. Unless `dry_run`, a
     backup is made beside the file first and the rows are read from that backup.

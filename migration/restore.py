@@ -23,12 +23,12 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from api.migration.takeout import Export
 from domain.errors import DomainError, InvalidInput, KeyExists
 from domain.ledger.ledger import MemoryLedger
 from domain.ledger.views import MemoryView
 from domain.model.text import normalise_content
 from domain.model.values import Scope
+from migration.takeout import Export
 
 __all__ = ["ImportSummary", "import_records"]
 

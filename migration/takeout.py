@@ -17,7 +17,7 @@ Format `memledger-export`, version 1, UTF-8, one JSON object per line:
 Times are ISO 8601 with an offset. Forgotten memories (and candidates about them) are never
 exported: their keys are shredded, so the ledger cannot read them any more.
 
-What `memledger import` re-creates from it: see api.migration.restore.
+What `memledger import` re-creates from it: see migration.restore.
 """
 
 from __future__ import annotations

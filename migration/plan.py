@@ -31,7 +31,6 @@ from datetime import UTC, datetime, tzinfo
 from pathlib import Path
 from typing import Any, Final
 
-from api.migration.legacy import LegacyRow
 from domain.errors import InvalidInput, SensitiveContent
 from domain.model.sensitive import find_sensitive
 from domain.model.text import clean_content
@@ -42,6 +41,7 @@ from domain.model.values import (
     check_content,
     check_key,
 )
+from migration.legacy import LegacyRow
 
 __all__ = [
     "DEFAULT_CATEGORY_MAP",

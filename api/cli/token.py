@@ -1,0 +1,74 @@
+"""`memledger token`: a signed bearer token for development and tests."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from api.cli.common import load_settings
+
+__all__ = ["token"]
+
+
+def token(
+    user: Annotated[str, typer.Option(help="the user_id (the token's `sub`)")],
+    workspace: Annotated[
+        str | None, typer.Option(help="learning, teaching or research (needed by /tools/*)")
+    ] = None,
+    mode: Annotated[str | None, typer.Option(help="normal, no_write or isolated")] = None,
+    role: Annotated[
+        list[str] | None, typer.Option(help="a role, e.g. auditor or admin (repeatable)")
+    ] = None,
+    tool: Annotated[
+        list[str] | None, typer.Option(help="a tool this turn may call (repeatable; none: all)")
+    ] = None,
+    ttl_hours: Annotated[
+        float, typer.Option(min=0.001, max=24 * 366, help="hours until the token expires")
+    ] = 12.0,
+    dev: Annotated[
+        bool, typer.Option(help="use (or generate) the dev secret that `serve --dev` uses")
+    ] = False,
+) -> None:
+    """Print a signed HS256 bearer token (stdout: the token only) for development and tests."""
+    from datetime import timedelta
+
+    from api.auth import MODES, mint_token
+    from api.bootstrap import jwt_secret
+    from domain.ledger.keyring import KeyringError
+
+    workspaces = ("learning", "teaching", "research")
+    problems = []
+    if not user.strip() or len(user) > 200:
+        problems.append("--user must be a non-empty user id of at most 200 characters")
+    if workspace is not None and workspace not in workspaces:
+        problems.append(f"--workspace must be one of {', '.join(workspaces)}, not {workspace!r}")
+    if mode is not None and mode not in MODES:
+        problems.append(f"--mode must be one of {', '.join(MODES)}, not {mode!r}")
+    for name in [*(role or []), *(tool or [])]:
+        if not name.strip():
+            problems.append("--role and --tool values must not be empty")
+            break
+    if problems:
+        for problem in problems:
+            typer.echo(f"memledger token: {problem}", err=True)
+        raise typer.Exit(2)
+    try:
+        secret = jwt_secret(load_settings(dev=dev))
+    except KeyringError as error:
+        typer.echo(f"memledger token: {error}", err=True)
+        raise typer.Exit(2) from None
+    unknown = sorted(set(role or []) - {"auditor", "admin"})
+    if unknown:
+        typer.echo(f"memledger token: note, roles not used by memledger: {unknown}", err=True)
+    typer.echo(
+        mint_token(
+            secret,
+            user,
+            workspace=workspace,
+            mode=mode,
+            roles=list(dict.fromkeys(role or [])),
+            tools=list(dict.fromkeys(tool)) if tool else None,
+            ttl=timedelta(hours=ttl_hours),
+        )
+    )

@@ -1,0 +1,1 @@
+"""Finding memories for agents: lexical and vector search, hybrid ranking, budgets, cache."""
