@@ -1,4 +1,4 @@
-"""Migration tooling (issue 6): legacy CoreMemory import, and export/import between instances.
+"""Moving users onto the ledger: legacy CoreMemory import, and export/import between instances.
 
     memledger migrate legacy --sqlite FILE --users MAP [--dry-run] [--workers N]
         [--map-category LEGACY=CATEGORY ...] [--naive-timezone ZONE] [--report PATH]
