@@ -59,7 +59,7 @@ from api.bootstrap import build_ledger, build_worker
 from api.embedded import start_embedded_postgres
 from api.settings import Settings
 from domain.ledger.ledger import MemoryLedger
-from domain.ledger.recorder import Claim, Fingerprint
+from domain.ledger.persistence.recorder import Claim, Fingerprint
 from domain.model.candidate import CANDIDATE_TTL, MemoryCandidate
 from domain.model.memory import Memory
 from domain.model.memory_settings import MemorySettings

@@ -13,13 +13,13 @@ from eventsourcing.utils import Environment, get_topic
 from psycopg.sql import SQL
 
 from domain.errors import KeyExists, LedgerUnavailable, MemoryForgotten, NotFound
-from domain.ledger import reads
-from domain.ledger.factory import LedgerFactory
 from domain.ledger.keyring import MasterKeyring
 from domain.ledger.keystore import DataKeyStore, NewDataKey
-from domain.ledger.recorder import LedgerRecorder
+from domain.ledger.persistence import reads
+from domain.ledger.persistence.factory import LedgerFactory
+from domain.ledger.persistence.recorder import LedgerRecorder
+from domain.ledger.persistence.tables import KEY_CLAIMS, table
 from domain.ledger.sealing import MissingDataKey, SealingMapper
-from domain.ledger.tables import KEY_CLAIMS, table
 from domain.ledger.views import MemoryView, Outcome
 from domain.model.candidate import MemoryCandidate
 from domain.model.memory import Memory

@@ -10,11 +10,11 @@ from uuid import UUID, uuid4
 from psycopg.sql import SQL
 
 from domain.errors import CandidateNotPending, InvalidInput, RevisionConflict
-from domain.ledger import reads
 from domain.ledger.application import UNSET
 from domain.ledger.memories import MemoryCommands
-from domain.ledger.recorder import Fingerprint
-from domain.ledger.tables import FINGERPRINTS, table
+from domain.ledger.persistence import reads
+from domain.ledger.persistence.recorder import Fingerprint
+from domain.ledger.persistence.tables import FINGERPRINTS, table
 from domain.ledger.views import CandidateView, MemoryView, Outcome
 from domain.model.candidate import CANDIDATE_TTL, MemoryCandidate
 from domain.model.memory import Memory

@@ -15,9 +15,9 @@ from uuid import NAMESPACE_URL, UUID, uuid5
 
 from psycopg.sql import SQL
 
-from domain.ledger import reads
 from domain.ledger.keyring import MasterKeyring
-from domain.ledger.tables import DATA_KEYS, table
+from domain.ledger.persistence import reads
+from domain.ledger.persistence.tables import DATA_KEYS, table
 
 __all__ = ["DataKeyStore", "NewDataKey", "user_key_id"]
 

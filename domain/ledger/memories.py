@@ -10,7 +10,7 @@ from uuid import UUID, uuid4
 from domain.errors import InvalidInput
 from domain.ledger.application import UNSET, LedgerBase, _ClaimTaken
 from domain.ledger.keystore import NewDataKey
-from domain.ledger.recorder import Claim
+from domain.ledger.persistence.recorder import Claim
 from domain.ledger.views import MemoryView, Outcome
 from domain.model.memory import Memory
 from domain.model.values import (

@@ -23,11 +23,17 @@ from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastor
 from eventsourcing.utils import retry
 from psycopg.sql import SQL, Composable, Identifier
 
-from domain.ledger import pipeline
-from domain.ledger.checkout import with_connection
 from domain.ledger.keystore import NewDataKey
-from domain.ledger.pipeline import Statement, oid
-from domain.ledger.tables import DATA_KEYS, FINGERPRINTS, KEY_CLAIMS, create_statements, table
+from domain.ledger.persistence import pipeline
+from domain.ledger.persistence.checkout import with_connection
+from domain.ledger.persistence.pipeline import Statement, oid
+from domain.ledger.persistence.tables import (
+    DATA_KEYS,
+    FINGERPRINTS,
+    KEY_CLAIMS,
+    create_statements,
+    table,
+)
 
 __all__ = ["Claim", "Fingerprint", "LedgerRecorder", "Transaction"]
 

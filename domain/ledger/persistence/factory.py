@@ -28,7 +28,7 @@ from eventsourcing.utils import Environment
 from psycopg import Connection
 from psycopg.sql import SQL
 
-from domain.ledger.pool import use_lifo
+from domain.ledger.persistence.pool import use_lifo
 
 __all__ = ["LedgerFactory"]
 

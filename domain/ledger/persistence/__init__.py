@@ -1,0 +1,1 @@
+"""The ledger's PostgreSQL persistence."""
