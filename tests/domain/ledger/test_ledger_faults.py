@@ -22,6 +22,7 @@ from api.settings import Settings
 from domain.errors import LedgerUnavailable
 from domain.ledger.keyring import MasterKeyring
 from domain.ledger.ledger import MemoryLedger
+from domain.ledger.persistence.pipeline import Statement
 from domain.ledger.persistence.recorder import LedgerRecorder, Transaction
 from domain.model.events import REDACTED
 from domain.model.values import Scope
@@ -127,7 +128,8 @@ def test_a_failure_inside_the_forget_transaction_changes_nothing(
 
     def crash(self: LedgerRecorder, *args: Any, **kwargs: Any) -> Transaction:
         transaction = original(self, *args, **kwargs)  # keys deleted, tombstone inserted...
-        transaction.add(b"SELECT 1 / 0")  # ... then the database fails it before it commits
+        # ... then the database fails it before it commits:
+        transaction.add(Statement(b"SELECT 1 / 0"))
         return transaction
 
     monkeypatch.setattr(LedgerRecorder, "_transaction", crash)
