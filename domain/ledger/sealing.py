@@ -27,7 +27,7 @@ from eventsourcing.persistence import (
 from eventsourcing.utils import get_topic, resolve_topic
 
 from domain.ledger.correlation import current_request_id
-from domain.ledger.persistence import json_codec
+from domain.ledger.persistence import codec
 from domain.model.events import REDACTED, personal_fields
 
 __all__ = ["DataKeys", "MissingDataKey", "SealingMapper"]
@@ -66,8 +66,8 @@ class SealingMapper(Mapper[UUID]):
         # AES-GCM objects: they would keep data keys in memory after their shredding.)
         self._classes: dict[str, tuple[type[Any], tuple[str, ...], int]] = {}
         self._topics: dict[type[Any], tuple[str, tuple[str, ...], int]] = {}
-        self._encode = json_codec.encoder(transcoder)
-        self._decode = json_codec.decoder(transcoder)
+        self._encode = codec.encoder(transcoder)
+        self._decode = codec.decoder(transcoder)
 
     def with_keys(self, keys: DataKeys) -> SealingMapper:
         """The same mapping over another key store (see `DataKeyStore.through`)."""
@@ -119,9 +119,7 @@ class SealingMapper(Mapper[UUID]):
         while from_version < class_version:
             getattr(cls, f"upcast_v{from_version}_v{from_version + 1}")(state)
             from_version += 1
-        event = object.__new__(cls)
-        object.__setattr__(event, "__dict__", state)
-        return event
+        return codec.new_event(cls, state)
 
     def clear_state(self, stored: StoredEvent) -> dict[str, Any]:
         """The event's clear attributes, read without any key ({} when unreadable)."""

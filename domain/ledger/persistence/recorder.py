@@ -139,6 +139,10 @@ class LedgerRecorder(PostgresApplicationRecorder):
         Returns the events' notification ids (None when there were no events). A claim
         conflict raises an IntegrityError whose cause keeps the constraint's name.
         """
+        # The library's own save path (taken with an aggregate cache or snapshots) passes the
+        # tracking of a process application, which the ledger is not: always None here.
+        if changes.pop("tracking", None) is not None:
+            raise ProgrammingError("the ledger records no tracking")
         transaction = self._transaction(stored_events, **changes)
         if not transaction.steps:
             return None

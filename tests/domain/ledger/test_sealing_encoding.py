@@ -16,7 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from domain.ledger import sealing
-from domain.ledger.persistence.json_codec import encoder
+from domain.ledger.persistence.codec import decoder, encoder
 from domain.ledger.sealing import SealingMapper, _aad
 from domain.model.memory import Memory
 
@@ -123,3 +123,30 @@ def test_a_sealed_created_event_is_byte_identical_to_the_library_encoding(
     stored = mapper.to_stored_event(event)
 
     assert stored == _reference_stored_event(transcoder, key, event)
+
+
+@given(st.dictionaries(st.text(max_size=12), json_values, max_size=8))
+def test_decoder_reads_what_the_transcoder_reads(state: dict[str, Any]) -> None:
+    transcoder = library_transcoder()
+    data = transcoder.encode(state)
+    assert decoder(transcoder)(data) == transcoder.decode(data)
+
+
+@pytest.mark.parametrize("data", [b'{"a": 1} trailing', b' {"a": 1}', b"{bad", b"", b"[1, 2]"])
+def test_decoder_answers_odd_input_exactly_as_the_transcoder(data: bytes) -> None:
+    transcoder = library_transcoder()
+    try:
+        expected: Any = transcoder.decode(data)
+    except Exception as error:
+        with pytest.raises(type(error)):
+            decoder(transcoder)(data)
+    else:
+        assert decoder(transcoder)(data) == expected
+
+
+def test_decoder_is_the_transcoders_own_for_other_transcoders() -> None:
+    class OtherTranscoder(JSONTranscoder):
+        pass
+
+    transcoder = OtherTranscoder()
+    assert decoder(transcoder) == transcoder.decode
