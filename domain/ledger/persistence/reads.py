@@ -1,10 +1,9 @@
 """One-statement queries on the ledger's database, outside the event-writing transactions.
 
-Each runs as a single statement on a pooled connection in autocommit, never inside a
-transaction that is rolled back: psycopg answers a ROLLBACK by deallocating every prepared
-statement of the connection, so the next write would have to prepare all of its statements
-again. Like the library's own reads, each is retried when the connection turns out to be
-broken (the pool discards it), so no pre-ping round trip is needed on every checkout.
+`fetch_one`, `fetch_all` and `execute` run one statement (rendered once with `render`) on a
+connection of `Connections` in autocommit, retried when the connection turns out to be broken.
+Never run them inside a transaction that may roll back: psycopg would deallocate every prepared
+statement of the connection (docs/ledger.md).
 """
 
 from __future__ import annotations
