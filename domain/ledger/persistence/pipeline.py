@@ -27,7 +27,6 @@ from psycopg.waiting import Ready, Wait
 __all__ = ["Statement", "oid", "run"]
 
 _BINARY: Final = pq.Format.BINARY
-_TUPLES_OK: Final = pq.ExecStatus.TUPLES_OK
 _COMMAND_OK: Final = pq.ExecStatus.COMMAND_OK
 _PIPELINE_SYNC: Final = pq.ExecStatus.PIPELINE_SYNC
 _FATAL_ERROR: Final = pq.ExecStatus.FATAL_ERROR
