@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
-from typing import Any, ClassVar
+from typing import ClassVar
 from uuid import UUID
 
 from eventsourcing.application import Application
@@ -30,6 +30,7 @@ from domain.ledger.keystore import DataKeyStore
 from domain.ledger.memories import MemoryCommands
 from domain.ledger.persistence.factory import LedgerFactory
 from domain.ledger.persistence.lookups import Lookups
+from domain.ledger.persistence.reads import Connections
 from domain.ledger.persistence.recorder import LedgerRecorder
 from domain.ledger.sealing import SealingMapper
 from domain.ledger.settings import SettingsCommands
@@ -110,7 +111,7 @@ class MemoryLedger(Application[UUID]):
         return SealingMapper(self.construct_transcoder(), self.keys)
 
     @property
-    def _datastore(self) -> Any:
+    def _datastore(self) -> Connections:
         factory = self.factory
         assert isinstance(factory, LedgerFactory), "the ledger runs on its own factory"
         return factory.datastore
