@@ -19,7 +19,7 @@ from api.metrics import Metrics
 from api.settings import Settings
 from domain.ledger.keyring import KeyringError, MasterKeyring, generate_master_key
 from domain.ledger.ledger import MemoryLedger
-from domain.ledger.pool import LifoReadPool
+from domain.ledger.persistence.pool import LifoReadPool
 from projections.embedding.configured import make_embedder
 from projections.embedding.service import EmbeddingService
 from projections.queries import Reads

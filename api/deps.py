@@ -16,7 +16,7 @@ from api.metrics import Metrics
 from domain.errors import LedgerUnavailable
 from domain.ledger.access import AccessHit
 from domain.ledger.ledger import MemoryLedger
-from domain.ledger.views import Outcome
+from domain.ledger.results import Outcome
 from projections.embedding.service import EmbeddingService
 from projections.queries import Reads
 from projections.query_cache import Found, QueryCache, SearchKey

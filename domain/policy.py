@@ -61,7 +61,7 @@ _MODE_TOOLS: Final[dict[str, frozenset[str]]] = {
 
 
 class MemorySwitches(Protocol):
-    """The user's memory settings, as the policy needs them (e.g. a SettingsView)."""
+    """The user's memory settings, as the policy needs them (e.g. a SettingsState)."""
 
     @property
     def saved_memory_enabled(self) -> bool: ...

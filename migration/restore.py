@@ -25,7 +25,7 @@ from uuid import UUID
 
 from domain.errors import DomainError, InvalidInput, KeyExists
 from domain.ledger.ledger import MemoryLedger
-from domain.ledger.views import MemoryView
+from domain.ledger.results import MemoryState
 from domain.model.text import normalise_content
 from domain.model.values import Scope
 from migration.takeout import Export
@@ -78,7 +78,7 @@ class _Skipped(Exception):
 
 def _import_memory(
     ledger: MemoryLedger, user_id: str, record: dict[str, Any], now: datetime
-) -> tuple[str, MemoryView]:
+) -> tuple[str, MemoryState]:
     """Create (or complete) one memory; returns created/updated/unchanged and its view."""
     try:
         scope = Scope(record["scope_type"], record.get("workspace_type"))
@@ -126,12 +126,12 @@ def _import_memory(
 def _complete(
     ledger: MemoryLedger,
     user_id: str,
-    view: MemoryView,
+    view: MemoryState,
     wanted: list[tuple[str, str]],
     record: dict[str, Any],
     review_after: datetime | None,
     expires_at: datetime | None,
-) -> tuple[bool, MemoryView]:
+) -> tuple[bool, MemoryState]:
     """Bring a memory to the exported versions, schedule and status; (changed?, view)."""
     have = _compress([(v.content, v.category) for v in view.versions])
     if "versions" in record:

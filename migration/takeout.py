@@ -31,7 +31,7 @@ from uuid import UUID
 
 from domain.errors import NotFound
 from domain.ledger.ledger import MemoryLedger
-from domain.ledger.views import CandidateView, MemoryView
+from domain.ledger.results import CandidateState, MemoryState
 from domain.model.memory import Memory
 
 __all__ = [
@@ -87,7 +87,7 @@ def _live_memories(ledger: MemoryLedger, user_id: str) -> list[Memory]:
     return sorted(found, key=lambda m: (m.created_on, str(m.id)))
 
 
-def _candidates(ledger: MemoryLedger, user_id: str) -> list[CandidateView]:
+def _candidates(ledger: MemoryLedger, user_id: str) -> list[CandidateState]:
     found = []
     for candidate_id in ledger.keys.owned_keys(user_id, "candidate"):
         try:
@@ -100,7 +100,7 @@ def _candidates(ledger: MemoryLedger, user_id: str) -> list[CandidateView]:
 
 
 def _memory_line(memory: Memory, include_history: bool) -> dict[str, Any]:
-    view = MemoryView.of(memory)
+    view = MemoryState.of(memory)
     line: dict[str, Any] = {
         "type": "memory",
         "memory_id": str(view.memory_id),
@@ -134,7 +134,7 @@ def _memory_line(memory: Memory, include_history: bool) -> dict[str, Any]:
     return line
 
 
-def _candidate_line(candidate: CandidateView) -> dict[str, Any]:
+def _candidate_line(candidate: CandidateState) -> dict[str, Any]:
     return {
         "type": "candidate",
         "candidate_id": str(candidate.candidate_id),

@@ -35,7 +35,7 @@ from psycopg.rows import dict_row
 from psycopg.sql import SQL, Composed, Identifier
 
 from domain.ledger.ledger import MemoryLedger
-from domain.ledger.sealing import clear_json
+from domain.ledger.persistence.sealed_state import clear_json
 from projections.base import Projection
 from projections.envelope import Envelope
 from projections.rebuild_lanes import Fill, fill_lanes

@@ -59,7 +59,7 @@ from api.bootstrap import build_ledger, build_worker
 from api.embedded import start_embedded_postgres
 from api.settings import Settings
 from domain.ledger.ledger import MemoryLedger
-from domain.ledger.recorder import Claim, Fingerprint
+from domain.ledger.persistence.tables import Claim, Fingerprint
 from domain.model.candidate import CANDIDATE_TTL, MemoryCandidate
 from domain.model.memory import Memory
 from domain.model.memory_settings import MemorySettings
@@ -253,7 +253,7 @@ class Workload:
     """One writer thread's users and their aggregates, changed as the ledger's commands do.
 
     Each command mirrors its MemoryLedger method (validation, keyed hashes, staged data keys,
-    claims, fingerprints, shredding), but many commands are saved in one `_save` transaction.
+    claims, fingerprints, shredding), but many commands are saved in one `store.save` transaction.
     Users are disjoint between writers and no aggregate changes twice in one transaction, so
     nothing here can lose a race; keys are unique by construction, so the claim and proposal
     look-ups the commands make before writing would find nothing.
@@ -286,7 +286,7 @@ class Workload:
                 staged += 1
         aggregates = list(tx.aggregates.values())
         events = sum(len(a.pending_events) for a in aggregates)
-        self.ledger._save(
+        self.ledger.store.save(
             *aggregates,
             new_keys=tx.new_keys,
             claims=tx.claims,
@@ -326,13 +326,13 @@ class Workload:
         memory: Memory | None = bag.pick(self.rng, busy)
         return memory
 
-    # -- commands (see domain/ledger/memories.py and candidates.py) ------------------------
+    # -- commands (see domain/ledger/memories.py, candidates.py, forgetting.py) -----------
 
     def _create(self, tx: Transaction, busy: set[uuid.UUID]) -> bool:
         user, scope, key, text, category = self._fresh()
         expires = self.ledger.clock() + timedelta(days=180) if self.rng.random() < 0.1 else None
         via = self.rng.choice(("user_api", "agent_tool"))
-        memory, new_key, claim = self.ledger._build(
+        memory, new_key, claim = self.ledger.memories.build(
             user, scope, key, text, category, "explicit", via, None, None, expires
         )
         tx.touch(memory)
@@ -351,7 +351,7 @@ class Workload:
         changed = memory.change_content(
             expected_revision=memory.revision,
             content=text,
-            content_hash=self.ledger.content_hash(memory.id, text),
+            content_hash=self.ledger.hashes.content(memory.id, text),
             category=category,
             changed_via=self.rng.choice(("user_api", "agent_tool")),
             replace=self.rng.random() < 0.1,  # the legacy PUT replaces
@@ -439,7 +439,7 @@ class Workload:
     ) -> None:
         MemoryCandidate.check_operation(operation, target)
         now = self.ledger.clock()
-        print_ = self.ledger.fingerprint(user, scope, key, text, category)
+        print_ = self.ledger.hashes.proposal(user, scope, key, text, category)
         candidate_id = uuid.uuid4()
         tx.new_keys.append(self.ledger.keys.stage(candidate_id, user, "candidate", target))
         candidate = MemoryCandidate.new(
@@ -470,7 +470,7 @@ class Workload:
         candidate, print_ = picked
         edited = self._text(self.rng.random() < 0.5) if self.rng.random() < 0.2 else None
         if candidate.operation == "create":
-            memory, new_key, claim = self.ledger._build(
+            memory, new_key, claim = self.ledger.memories.build(
                 candidate.user_id,
                 Scope(candidate.proposed_scope_type, candidate.proposed_workspace_type),
                 candidate.proposed_key,
@@ -498,7 +498,7 @@ class Workload:
             memory.change_content(
                 expected_revision=candidate.expected_revision,
                 content=final,
-                content_hash=self.ledger.content_hash(memory.id, final),
+                content_hash=self.ledger.hashes.content(memory.id, final),
                 category=candidate.proposed_category,
                 changed_via="candidate",
                 replace=candidate.operation == "replace",

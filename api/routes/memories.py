@@ -21,7 +21,7 @@ from api.schemas.memories import (
     memory_out,
 )
 from domain.errors import MemoryForgotten, NotFound
-from domain.ledger.application import UNSET
+from domain.ledger.arguments import UNSET
 from domain.model.values import Scope
 from projections.queries import Reads
 

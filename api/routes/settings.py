@@ -6,14 +6,14 @@ from fastapi import APIRouter
 
 from api.deps import CurrentIdentity, ServicesDep
 from api.schemas.settings import SettingsOut, SettingsPatch
-from domain.ledger.views import Outcome, SettingsView
+from domain.ledger.results import Outcome, SettingsState
 
 __all__ = ["router"]
 
 router = APIRouter(prefix="/me/memory-settings", tags=["settings"])
 
 
-def _out(view: SettingsView) -> SettingsOut:
+def _out(view: SettingsState) -> SettingsOut:
     return SettingsOut(
         saved_memory_enabled=view.saved_memory_enabled,
         auto_extract_enabled=view.auto_extract_enabled,

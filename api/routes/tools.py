@@ -57,7 +57,7 @@ from domain import policy
 from domain.errors import KeyExists, MemoryForgotten, NotFound, PolicyDenied
 from domain.ledger.access import AccessHit
 from domain.ledger.correlation import current_request_id
-from domain.ledger.views import MemoryView, Outcome
+from domain.ledger.results import MemoryState, Outcome
 from domain.model.text import normalise_content
 from domain.model.values import Scope, check_category, check_content, check_key
 from domain.model.workspace_rules import check_workspace_content
@@ -304,7 +304,7 @@ def _check_values(
 
 def _visible_memory(
     services: Services, reads: Reads, user_id: str, workspace: str, memory_id: UUID
-) -> MemoryView:
+) -> MemoryState:
     """The memory if this agent may see it (active, unexpired, visible scope); else 404/410."""
     gone = reads.forgotten_scope(user_id, memory_id)
     if gone is not None:
@@ -341,7 +341,7 @@ def _propose_replacement(
     return SaveResult(status="candidate_created", candidate=candidate_out(outcome.candidate))
 
 
-def _reconfirm_if_due(services: Services, user_id: str, memory: MemoryView) -> MemoryView:
+def _reconfirm_if_due(services: Services, user_id: str, memory: MemoryState) -> MemoryState:
     """Saving the same content again confirms it, when it was due for review (section 9.3)."""
     now = services.ledger.clock()
     if memory.status != "active" or not due_for_review(

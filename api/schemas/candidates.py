@@ -54,7 +54,7 @@ class Candidate(BaseModel):
 
 
 def candidate_out(source: Any) -> Candidate:
-    """From a command's CandidateView or a projection row (dict)."""
+    """From a command's CandidateState or a projection row (dict)."""
     data = (
         source
         if isinstance(source, dict)

@@ -55,7 +55,7 @@ class MemoryOut(BaseModel):
 
 
 def memory_out(source: Any) -> MemoryOut:
-    """From a command's MemoryView or a projection row (dict)."""
+    """From a command's MemoryState or a projection row (dict)."""
     data = (
         source
         if isinstance(source, dict)

@@ -1,1 +1,3 @@
-"""The ledger: the eventsourcing application, crypto-shredding mapper, key store and recorder."""
+"""The ledger: `MemoryLedger` (ledger.py) and its command objects, the crypto-shredding mapper
+and key store, and in `persistence/` all of its PostgreSQL code. Layout and design: docs/ledger.md.
+"""

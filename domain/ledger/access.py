@@ -1,8 +1,9 @@
 """Access entries: what the API records about agent reads, searches and denials (section 17).
 
 An `AccessEntry` is taken on the request thread (cheap: no I/O) and turned into AccessRecord
-aggregates later, in batches, by `MemoryLedger.record_access`. Entries carry ids, scopes,
-revisions, ranks and fixed reasons only; nothing here can hold content, keys or query text.
+aggregates later, in batches, by `AccessLog.record` (`MemoryLedger.record_access`). Entries
+carry ids, scopes, revisions, ranks and fixed reasons only; nothing here can hold content, keys
+or query text.
 """
 
 from __future__ import annotations
@@ -14,9 +15,18 @@ from typing import Final, NamedTuple
 from uuid import UUID, uuid4
 
 from domain.errors import InvalidInput
+from domain.ledger.retries import retrying
+from domain.ledger.store import AggregateStore
 from domain.model.access import ACCESS_KINDS, AccessRecord
 
-__all__ = ["AccessEntry", "AccessHit", "access_records", "denial_entry", "result_entries"]
+__all__ = [
+    "AccessEntry",
+    "AccessHit",
+    "AccessLog",
+    "access_records",
+    "denial_entry",
+    "result_entries",
+]
 
 _MAX_TEXT: Final = 128
 
@@ -141,3 +151,20 @@ def access_records(entries: Iterable[AccessEntry]) -> list[AccessRecord]:
         )
         for e in entries
     ]
+
+
+class AccessLog:
+    """Appends access entries to the ledger as AccessRecord aggregates."""
+
+    def __init__(self, store: AggregateStore) -> None:
+        self.store = store
+
+    def record(self, entries: Sequence[AccessEntry]) -> int | None:
+        """Append audit records of agent reads, searches and denials in one transaction.
+
+        Each entry becomes its own AccessRecord (one event, no data key, nothing sealed: they
+        hold no content); returns the last position, None when there was nothing to record.
+        """
+        if not entries:
+            return None
+        return retrying(lambda: self.store.save(*access_records(entries)))

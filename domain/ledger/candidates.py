@@ -2,20 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
-from functools import cached_property
 from typing import Any, Final
 from uuid import UUID, uuid4
 
-from psycopg.sql import SQL
-
 from domain.errors import CandidateNotPending, InvalidInput, RevisionConflict
-from domain.ledger import reads
-from domain.ledger.application import UNSET
+from domain.ledger.arguments import UNSET
 from domain.ledger.memories import MemoryCommands
-from domain.ledger.recorder import Fingerprint
-from domain.ledger.tables import FINGERPRINTS, table
-from domain.ledger.views import CandidateView, MemoryView, Outcome
+from domain.ledger.persistence.tables import Fingerprint
+from domain.ledger.results import CandidateState, MemoryState, Outcome
+from domain.ledger.retries import retrying
 from domain.model.candidate import CANDIDATE_TTL, MemoryCandidate
 from domain.model.memory import Memory
 from domain.model.values import Scope, check_category, check_content, check_key
@@ -27,10 +24,17 @@ REJECTION_MEMORY: Final = CANDIDATE_TTL
 """How long a rejected proposal is recognised and not proposed again."""
 
 
-class CandidateCommands(MemoryCommands):
+class CandidateCommands:
     """Inferred information becomes a candidate; only the user's decision makes it a memory."""
 
-    def propose_candidate(
+    def __init__(self, memories: MemoryCommands, clock: Callable[[], datetime]) -> None:
+        self.memories = memories
+        self.store = memories.store
+        self.keys = memories.keys
+        self.hashes = memories.hashes
+        self.clock = clock
+
+    def propose(
         self,
         user_id: str,
         *,
@@ -52,9 +56,9 @@ class CandidateCommands(MemoryCommands):
         )
         check_workspace_content(scope, text)
         if target_memory_id is not None:
-            target = self._memory(user_id, target_memory_id)
+            target = self.store.memory(user_id, target_memory_id)
             expected_revision = expected_revision or target.revision
-        print_ = self.fingerprint(user_id, scope, key, text, category)
+        print_ = self.hashes.proposal(user_id, scope, key, text, category)
 
         def attempt() -> Outcome:
             now = self.clock()
@@ -63,9 +67,8 @@ class CandidateCommands(MemoryCommands):
                 state, candidate_id = known
                 if state == "rejected":
                     return Outcome("previously_rejected")
-                return Outcome(
-                    "duplicate", candidate=CandidateView.of(self._candidate(user_id, candidate_id))
-                )
+                duplicate = self.store.candidate(user_id, candidate_id)
+                return Outcome("duplicate", candidate=CandidateState.of(duplicate))
             candidate_id = uuid4()
             new_key = self.keys.stage(candidate_id, user_id, "candidate", target_memory_id)
             candidate = MemoryCandidate.new(
@@ -82,7 +85,7 @@ class CandidateCommands(MemoryCommands):
                 source_conversation_id=source_conversation_id,
                 expires_at=now + CANDIDATE_TTL,
             )
-            position = self._save(
+            position = self.store.save(
                 candidate,
                 new_keys=[new_key],
                 fingerprints=[
@@ -90,12 +93,12 @@ class CandidateCommands(MemoryCommands):
                 ],
             )
             return Outcome(
-                "candidate_created", candidate=CandidateView.of(candidate), position=position
+                "candidate_created", candidate=CandidateState.of(candidate), position=position
             )
 
-        return self._retrying(attempt)
+        return retrying(attempt)
 
-    def accept_candidate(
+    def accept(
         self,
         user_id: str,
         candidate_id: UUID,
@@ -117,14 +120,14 @@ class CandidateCommands(MemoryCommands):
                 raise InvalidInput("scope_type", "only a create candidate's scope can be edited")
             return self._accept_change(candidate, text, category)
 
-        return self._retrying(attempt)
+        return retrying(attempt)
 
-    def reject_candidate(self, user_id: str, candidate_id: UUID) -> Outcome:
+    def reject(self, user_id: str, candidate_id: UUID) -> Outcome:
         """Reject: shred the proposal, keep its keyed fingerprint to recognise repeats."""
 
         def attempt() -> Outcome:
             candidate = self._pending(user_id, candidate_id)
-            print_ = self.fingerprint(
+            print_ = self.hashes.proposal(
                 user_id,
                 Scope(candidate.proposed_scope_type, candidate.proposed_workspace_type),
                 candidate.proposed_key,
@@ -132,35 +135,35 @@ class CandidateCommands(MemoryCommands):
                 candidate.proposed_category,
             )
             candidate.reject(print_)
-            position = self._save(
+            position = self.store.save(
                 candidate,
                 shred_keys=[candidate.id],
                 fingerprints=[self._print(candidate, print_, "rejected")],
             )
             self.keys.forget_cached([candidate.id])
-            return Outcome("rejected", candidate=CandidateView.of(candidate), position=position)
+            return Outcome("rejected", candidate=CandidateState.of(candidate), position=position)
 
-        return self._retrying(attempt)
+        return retrying(attempt)
 
-    def expire_candidate(self, candidate_id: UUID) -> Outcome:
+    def expire(self, candidate_id: UUID) -> Outcome:
         """Expire a pending candidate past its expiry (a sweeper calls this); shreds it."""
 
         def attempt() -> Outcome:
-            candidate: object = self.repository.get(candidate_id)
+            candidate = self.store.get(candidate_id)
             if not isinstance(candidate, MemoryCandidate) or not candidate.is_due(self.clock()):
                 return Outcome("unchanged")
             return self._expire(candidate)
 
-        return self._retrying(attempt)
+        return retrying(attempt)
 
-    def get_candidate(self, user_id: str, candidate_id: UUID) -> CandidateView:
+    def get(self, user_id: str, candidate_id: UUID) -> CandidateState:
         """One of the user's candidates, in any state."""
-        return CandidateView.of(self._candidate(user_id, candidate_id))
+        return CandidateState.of(self.store.candidate(user_id, candidate_id))
 
     # -- helpers -----------------------------------------------------------------------------
 
     def _pending(self, user_id: str, candidate_id: UUID) -> MemoryCandidate:
-        candidate = self._candidate(user_id, candidate_id)
+        candidate = self.store.candidate(user_id, candidate_id)
         if candidate.is_due(self.clock()):
             self._expire(candidate)
             raise CandidateNotPending("expired")
@@ -171,13 +174,13 @@ class CandidateCommands(MemoryCommands):
     def _expire(self, candidate: MemoryCandidate) -> Outcome:
         print_ = self._stored_print(candidate.id)
         candidate.expire()
-        position = self._save(
+        position = self.store.save(
             candidate,
             shred_keys=[candidate.id],
             fingerprints=[self._print(candidate, print_, "closed")],
         )
         self.keys.forget_cached([candidate.id])
-        return Outcome("expired", candidate=CandidateView.of(candidate), position=position)
+        return Outcome("expired", candidate=CandidateState.of(candidate), position=position)
 
     def _accept_create(
         self,
@@ -198,13 +201,13 @@ class CandidateCommands(MemoryCommands):
         final_text = text or candidate.proposed_content
         final_category = category or candidate.proposed_category
         check_workspace_content(scope, final_text)
-        existing = self._find_by_key(candidate.user_id, scope, key)
+        existing = self.store.find_by_key(candidate.user_id, scope, key)
         if existing is not None:
             # Same content already live: accepting links to it; different content: conflict.
-            self._existing_outcome(existing, final_text)
+            self.memories.existing_outcome(existing, final_text)
             memory, saved = existing, []
         else:
-            memory, new_key, claim = self._build(
+            memory, new_key, claim = self.memories.build(
                 candidate.user_id,
                 scope,
                 key,
@@ -224,7 +227,7 @@ class CandidateCommands(MemoryCommands):
             edited_scope_type=None if scope_type is UNSET else scope_type,
             edited_workspace_type=None if workspace_type is UNSET else workspace_type,
         )
-        position = self._save(
+        position = self.store.save(
             memory,
             candidate,
             new_keys=saved,
@@ -234,13 +237,13 @@ class CandidateCommands(MemoryCommands):
                 self._print(candidate, self._stored_print(candidate.id), "closed", memory.id)
             ],
         )
-        return Outcome("accepted", MemoryView.of(memory), CandidateView.of(candidate), position)
+        return Outcome("accepted", MemoryState.of(memory), CandidateState.of(candidate), position)
 
     def _accept_change(
         self, candidate: MemoryCandidate, text: str | None, category: str | None
     ) -> Outcome:
         assert candidate.target_memory_id is not None
-        memory: Memory = self._memory(candidate.user_id, candidate.target_memory_id)
+        memory: Memory = self.store.memory(candidate.user_id, candidate.target_memory_id)
         if memory.revision != candidate.expected_revision:
             raise RevisionConflict(memory.revision)
         final_text = text or candidate.proposed_content
@@ -248,7 +251,7 @@ class CandidateCommands(MemoryCommands):
         memory.change_content(
             expected_revision=candidate.expected_revision,
             content=final_text,
-            content_hash=self.content_hash(memory.id, final_text),
+            content_hash=self.hashes.content(memory.id, final_text),
             category=category or candidate.proposed_category,
             changed_via="candidate",
             replace=candidate.operation == "replace",
@@ -257,12 +260,12 @@ class CandidateCommands(MemoryCommands):
         candidate.accept(
             resulting_memory_id=memory.id, edited_content=text, edited_category=category
         )
-        position = self._save(
+        position = self.store.save(
             memory,
             candidate,
             fingerprints=[self._print(candidate, self._stored_print(candidate.id), "closed")],
         )
-        return Outcome("accepted", MemoryView.of(memory), CandidateView.of(candidate), position)
+        return Outcome("accepted", MemoryState.of(memory), CandidateState.of(candidate), position)
 
     def _print(
         self,
@@ -281,33 +284,9 @@ class CandidateCommands(MemoryCommands):
         )
 
     def _stored_print(self, candidate_id: UUID) -> str:
-        row = self._fetch_one(self._sql_stored_print, (candidate_id,))
-        return row["fingerprint"] if row else ""
+        return self.store.lookups.stored_fingerprint(candidate_id)
 
     def _known_proposal(
         self, user_id: str, fingerprint: str, now: datetime
     ) -> tuple[str, UUID] | None:
-        row = self._fetch_one(
-            self._sql_known_proposal, (user_id, fingerprint, now - REJECTION_MEMORY)
-        )
-        return None if row is None else (row["state"], row["candidate_id"])
-
-    @cached_property
-    def _sql_stored_print(self) -> bytes:
-        return reads.render(
-            SQL("SELECT fingerprint FROM {} WHERE candidate_id = %s").format(self._prints)
-        )
-
-    @cached_property
-    def _sql_known_proposal(self) -> bytes:
-        return reads.render(
-            SQL(
-                "SELECT state, candidate_id FROM {} WHERE user_id = %s AND fingerprint = %s"
-                " AND (state = 'pending' OR (state = 'rejected' AND changed_at > %s))"
-                " ORDER BY state = 'pending' DESC LIMIT 1"
-            ).format(self._prints)
-        )
-
-    @property
-    def _prints(self) -> Any:
-        return table(self._schema, FINGERPRINTS)
+        return self.store.lookups.known_proposal(user_id, fingerprint, now - REJECTION_MEMORY)

@@ -9,17 +9,15 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
 from uuid import NAMESPACE_URL, UUID, uuid5
 
-from psycopg.sql import SQL
-
-from domain.ledger import reads
 from domain.ledger.keyring import MasterKeyring
-from domain.ledger.tables import DATA_KEYS, table
+from domain.ledger.persistence.key_table import KeyTable
+from domain.ledger.persistence.reads import Connections
+from domain.ledger.persistence.tables import NewDataKey
 
-__all__ = ["DataKeyStore", "NewDataKey", "user_key_id"]
+__all__ = ["DataKeyStore", "user_key_id"]
 
 _USER_KEYS: Final = uuid5(NAMESPACE_URL, "memledger:user-key")
 _MISSING: Final = b""
@@ -29,18 +27,6 @@ _MISSING: Final = b""
 def user_key_id(user_id: str) -> UUID:
     """The id of the key that keys a user's claims and fingerprints."""
     return uuid5(_USER_KEYS, user_id)
-
-
-@dataclass(frozen=True, slots=True)
-class NewDataKey:
-    """A freshly generated data key, wrapped, waiting to be inserted with its first events."""
-
-    key_id: UUID
-    user_id: str
-    kind: str
-    subject_memory_id: UUID | None
-    master_key_id: str
-    wrapped: bytes
 
 
 class DataKeyStore:
@@ -53,47 +39,27 @@ class DataKeyStore:
 
     def __init__(
         self,
-        datastore: Any,
+        connections: Connections,
         keyring: MasterKeyring,
         *,
         cache_ttl: float = 30.0,
         cache_size: int = 100_000,
     ) -> None:
-        self._datastore = datastore
+        self._table = KeyTable(connections)
         self._keyring = keyring
-        self._table = table(datastore.schema or "public", DATA_KEYS)
-        self._sql_insert_user_key = reads.render(
-            SQL(
-                "INSERT INTO {} (key_id, user_id, kind, master_key_id, wrapped)"
-                " VALUES (%s, %s, 'user', %s, %s) ON CONFLICT (key_id) DO NOTHING"
-            ).format(self._table)
-        )
-        self._sql_select_keys = reads.render(
-            SQL("SELECT key_id, master_key_id, wrapped FROM {} WHERE key_id = ANY(%s)").format(
-                self._table
-            )
-        )
-        self._sql_owned_keys = reads.render(
-            SQL("SELECT key_id FROM {} WHERE user_id = %s AND kind = %s").format(self._table)
-        )
-        self._sql_count_held = reads.render(
-            SQL(
-                "SELECT count(*) AS n FROM {} WHERE key_id = ANY(%s) OR subject_memory_id = ANY(%s)"
-            ).format(self._table)
-        )
         self._ttl = cache_ttl
         self._size = cache_size
         self._cache: OrderedDict[UUID, tuple[float, bytes]] = OrderedDict()
         self._staged: dict[UUID, bytes] = {}
         self._lock = threading.Lock()
 
-    def through(self, datastore: Any) -> DataKeyStore:
-        """A store with the same master keys and cache settings reading through `datastore`.
+    def through(self, connections: Connections) -> DataKeyStore:
+        """A store with the same master keys and cache settings reading through `connections`.
 
         For a forked process: connections must not cross a fork (a pool's sockets would be
         shared with the parent), nor may locks another thread held. Its cache starts empty.
         """
-        return DataKeyStore(datastore, self._keyring, cache_ttl=self._ttl, cache_size=self._size)
+        return DataKeyStore(connections, self._keyring, cache_ttl=self._ttl, cache_size=self._size)
 
     # -- creating ----------------------------------------------------------------------------
 
@@ -132,9 +98,7 @@ class DataKeyStore:
         if raw is not None:
             return raw
         master_id, wrapped = self._keyring.wrap(key_id.bytes, os.urandom(32))
-        reads.execute(
-            self._datastore, self._sql_insert_user_key, (key_id, user_id, master_id, wrapped)
-        )
+        self._table.insert_user_key(key_id, user_id, master_id, wrapped)
         with self._lock:
             self._cache.pop(key_id, None)
         raw = self.get(key_id)
@@ -175,12 +139,9 @@ class DataKeyStore:
                     self._cache.move_to_end(key_id)
         if not wanted:
             return
-        rows = reads.fetch_all(self._datastore, self._sql_select_keys, (wanted,))
         found = {
-            row["key_id"]: self._keyring.unwrap(
-                row["master_key_id"], row["key_id"].bytes, bytes(row["wrapped"])
-            )
-            for row in rows
+            key_id: self._keyring.unwrap(master_id, key_id.bytes, wrapped)
+            for key_id, master_id, wrapped in self._table.wrapped(wanted)
         }
         with self._lock:
             for key_id in wanted:
@@ -193,15 +154,13 @@ class DataKeyStore:
 
     def owned_keys(self, user_id: str, kind: str) -> list[UUID]:
         """Ids of the live keys of one kind that belong to a user (e.g. all their memories)."""
-        rows = reads.fetch_all(self._datastore, self._sql_owned_keys, (user_id, kind))
-        return [row["key_id"] for row in rows]
+        return self._table.owned(user_id, kind)
 
     def count_held(self, aggregate_ids: list[UUID]) -> int:
         """How many keys still exist for these aggregates or for candidates about them."""
         if not aggregate_ids:
             return 0
-        row = reads.fetch_one(self._datastore, self._sql_count_held, (aggregate_ids, aggregate_ids))
-        return int(row["n"]) if row else 0
+        return self._table.count_held(aggregate_ids)
 
     # -- shredding and rotation --------------------------------------------------------------
 
@@ -222,34 +181,17 @@ class DataKeyStore:
 
         Events are never touched: only the wrapped copies in the key table change.
         """
+        keyring = self._keyring
+
+        def rewrap(master_id: str, key_id: UUID, wrapped: bytes) -> tuple[str, bytes]:
+            return keyring.wrap(key_id.bytes, keyring.unwrap(master_id, key_id.bytes, wrapped))
+
         done = 0
-        active = self._keyring.active_id
-        while True:
-            with self._datastore.transaction(commit=True) as curs:
-                curs.execute(
-                    SQL(
-                        "SELECT key_id, master_key_id, wrapped FROM {} WHERE master_key_id <> %s"
-                        " LIMIT %s FOR UPDATE SKIP LOCKED"
-                    ).format(self._table),
-                    (active, batch_size),
-                )
-                rows = curs.fetchall()
-                for row in rows:
-                    raw = self._keyring.unwrap(
-                        row["master_key_id"], row["key_id"].bytes, bytes(row["wrapped"])
-                    )
-                    master_id, wrapped = self._keyring.wrap(row["key_id"].bytes, raw)
-                    curs.execute(
-                        SQL(
-                            "UPDATE {} SET master_key_id = %s, wrapped = %s WHERE key_id = %s"
-                        ).format(self._table),
-                        (master_id, wrapped, row["key_id"]),
-                    )
-            if not rows:
-                return done
-            done += len(rows)
+        while rows := self._table.rewrap(keyring.active_id, batch_size, rewrap):
+            done += rows
             if progress is not None:
-                progress(len(rows))
+                progress(rows)
+        return done
 
     # -- cache internals (call with the lock held) -------------------------------------------
 

@@ -1,26 +1,45 @@
-"""MemoryLedger: the application service every entry point (API, CLI, scripts) talks to."""
+"""MemoryLedger: the application service every entry point (API, CLI, scripts) talks to.
+
+    ledger = MemoryLedger(postgres_env(settings, url), MasterKeyring.from_base64(keys))
+    outcome = ledger.create_memory("alice", scope=Scope.global_(), memory_key="style",
+                                   content="I prefer examples first", category="preference")
+    ledger.forget_memory("alice", outcome.memory.memory_id)
+
+Commands return an `Outcome` (domain/ledger/results.py) whose `position` a caller waits for
+before reading projections; they raise the errors of domain/errors.py. Each concern is a
+command object of its own (memories, candidates, forgetting, settings, access log), built
+here over one `AggregateStore`; the ledger's methods are theirs.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from typing import ClassVar
 from uuid import UUID
 
-from eventsourcing.application import AggregateNotFoundError
-from eventsourcing.utils import get_topic
+from eventsourcing.application import Application
+from eventsourcing.utils import Environment, get_topic
 
-from domain.errors import NotFound
-from domain.ledger.access import AccessEntry, access_records
+from domain.ledger.access import AccessLog
 from domain.ledger.candidates import CandidateCommands
-from domain.ledger.views import Outcome, SettingsView
-from domain.model.candidate import MemoryCandidate
-from domain.model.memory import Memory
-from domain.model.memory_settings import MemorySettings, settings_id
-from domain.model.values import Scope, check_key
+from domain.ledger.forgetting import Forgetting
+from domain.ledger.hashes import KeyedHashes
+from domain.ledger.keyring import MasterKeyring
+from domain.ledger.keystore import DataKeyStore
+from domain.ledger.memories import MemoryCommands
+from domain.ledger.persistence.factory import LedgerFactory
+from domain.ledger.persistence.lookups import Lookups
+from domain.ledger.persistence.reads import Connections
+from domain.ledger.persistence.recorder import LedgerRecorder
+from domain.ledger.sealing import SealingMapper
+from domain.ledger.settings import SettingsCommands
+from domain.ledger.store import AggregateStore
 
 __all__ = ["MemoryLedger"]
 
 
-class MemoryLedger(CandidateCommands):
+class MemoryLedger(Application[UUID]):
     """Memories, candidates and settings of every user, on one PostgreSQL ledger.
 
     Every command validates, loads, calls the aggregate and saves in one transaction; races
@@ -29,117 +48,70 @@ class MemoryLedger(CandidateCommands):
     """
 
     name = "MemLedger"
+    env: ClassVar[dict[str, str]] = {
+        "PERSISTENCE_MODULE": get_topic(LedgerFactory),
+        "APPLICATION_RECORDER_TOPIC": get_topic(LedgerRecorder),
+    }
 
-    def get_settings(self, user_id: str) -> SettingsView:
-        """The user's settings (defaults until first changed)."""
-        return SettingsView.of(self._settings(user_id))
-
-    def change_settings(
+    def __init__(
         self,
-        user_id: str,
+        env: Mapping[str, str],
+        keyring: MasterKeyring,
         *,
-        saved_memory_enabled: bool | None = None,
-        auto_extract_enabled: bool | None = None,
-    ) -> tuple[SettingsView, int | None]:
-        """Change one or both switches; returns the settings and the ledger position."""
+        key_cache_ttl: float = 30.0,
+        clock: Callable[[], datetime] | None = None,
+    ) -> None:
+        self.keyring = keyring
+        self._key_cache_ttl = key_cache_ttl
+        self.clock = clock or (lambda: datetime.now(UTC))
+        super().__init__(env=dict(env))  # builds the key store, in `construct_mapper`
+        self.hashes = KeyedHashes(self.keys)
+        self.store = AggregateStore(self, self.keys, self.hashes, Lookups(self._datastore))
+        self.memories = MemoryCommands(self.store, self.clock)
+        self.candidates = CandidateCommands(self.memories, self.clock)
+        self.forgetting = Forgetting(self.store, self.recorder, self.clock)
+        self.user_settings = SettingsCommands(self.store)
+        self.access_log = AccessLog(self.store)
 
-        def attempt() -> tuple[SettingsView, int | None]:
-            settings = self._settings(user_id) or MemorySettings(user_id=user_id)
-            changed = settings.change(
-                saved_memory_enabled=saved_memory_enabled,
-                auto_extract_enabled=auto_extract_enabled,
-            )
-            position = self._save(settings) if changed or settings.version == 1 else None
-            return SettingsView.of(settings), position
-
-        return self._retrying(attempt)
-
-    def forget_by_key(self, user_id: str, scope: Scope, memory_key: str) -> Outcome:
-        """Forget the live memory holding this key in this scope (legacy DELETE by key)."""
-        memory = self._find_by_key(user_id, scope, check_key(memory_key))
-        if memory is None or memory.is_forgotten:
-            raise NotFound(f"no memory with key {memory_key!r} in {scope.label()}")
-        return self.forget_memory(user_id, memory.id)
-
-    def erase_user(self, user_id: str) -> Outcome:
-        """Forget every memory, shred every candidate and reset the settings of one user.
-
-        One transaction: tombstones for all live memories, expiry of pending candidates, and
-        the deletion of every data key, claim and fingerprint the user has.
-        """
-
-        def attempt() -> Outcome:
-            now = self.clock()
-            changed: list[Memory | MemoryCandidate | MemorySettings] = []
-            for memory_id in self.keys.owned_keys(user_id, "memory"):
-                memory = self._memory(user_id, memory_id, live=False)
-                if not memory.is_forgotten:
-                    memory.forget(now)
-                    changed.append(memory)
-            for candidate_id in self.keys.owned_keys(user_id, "candidate"):
-                candidate = self._candidate(user_id, candidate_id)
-                if candidate.status == "pending":
-                    candidate.expire()
-                    changed.append(candidate)
-            settings = self._settings(user_id)
-            if settings is not None:
-                settings.erase()
-                changed.append(settings)
-            position = self._save(*changed, shred_users=[user_id])
-            return Outcome("erased", position=position)
-
-        outcome = self._retrying(attempt)
-        self.keys.forget_all_cached()
-        return outcome
-
-    def complete_shredding(self, page: int = 1000) -> int:
-        """Destroy every key that outlived its tombstone or rejection; returns how many.
-
-        Forgetting deletes keys in the tombstone's own transaction, so this finds nothing on a
-        healthy ledger. It makes shredding hold even after the key table was restored from a
-        backup taken before a forget; `serve` and the projection worker run it at start-up.
-        """
-        forgotten = get_topic(Memory.Forgotten)
-        topics = [
-            forgotten,
-            get_topic(MemoryCandidate.Rejected),
-            get_topic(MemoryCandidate.Expired),
-        ]
-        destroyed, start = 0, 1
-        while notes := self.recorder.select_notifications(start, page, topics=topics):
-            memories = [UUID(str(n.originator_id)) for n in notes if n.topic == forgotten]
-            candidates = [UUID(str(n.originator_id)) for n in notes if n.topic != forgotten]
-            held = self.keys.count_held(memories + candidates)
-            if held:
-                self._save(shred_memories=memories, shred_keys=candidates)
-                destroyed += held
-            start = notes[-1].id + 1
-        if destroyed:
-            self.keys.forget_all_cached()
-        return destroyed
-
-    def record_access(self, entries: Sequence[AccessEntry]) -> int | None:
-        """Append audit records of agent reads, searches and denials in one transaction.
-
-        Each entry becomes its own AccessRecord (one event, no data key, nothing sealed: they
-        hold no content); returns the last position, None when there was nothing to record.
-        """
-        if not entries:
-            return None
-        return self._retrying(lambda: self._save(*access_records(entries)))
-
-    def _settings(self, user_id: str) -> MemorySettings | None:
-        try:
-            settings: object = self.repository.get(settings_id(user_id))
-        except AggregateNotFoundError:
-            return None
-        assert isinstance(settings, MemorySettings)
-        return settings
-
-    def position(self) -> int:
-        """The ledger's latest position (0 when empty)."""
-        return self.recorder.max_notification_id() or 0
+        # The commands, under the names every entry point calls.
+        self.get_memory = self.memories.get
+        self.create_memory = self.memories.create
+        self.put_global_memory = self.memories.put_global
+        self.update_memory = self.memories.update
+        self.restore_version = self.memories.restore_version
+        self.suppress_memory = self.memories.suppress
+        self.restore_memory = self.memories.restore
+        self.confirm_memory = self.memories.confirm
+        self.forget_memory = self.forgetting.forget
+        self.forget_by_key = self.forgetting.forget_by_key
+        self.erase_user = self.forgetting.erase_user
+        self.complete_shredding = self.forgetting.complete_shredding
+        self.propose_candidate = self.candidates.propose
+        self.accept_candidate = self.candidates.accept
+        self.reject_candidate = self.candidates.reject
+        self.expire_candidate = self.candidates.expire
+        self.get_candidate = self.candidates.get
+        self.get_settings = self.user_settings.get
+        self.change_settings = self.user_settings.change
+        self.record_access = self.access_log.record
+        self.position = self.store.position
 
     def memory_ids(self, user_id: str) -> list[UUID]:
         """Ids of the user's live memories (from the key table, not a projection)."""
         return self.keys.owned_keys(user_id, "memory")
+
+    # -- the library's construction hooks ------------------------------------------------------
+
+    def construct_env(self, name: str, env: Mapping[str, str] | None = None) -> Environment:
+        # Configuration comes only from the settings object, never from os.environ here.
+        return Environment(name, {**type(self).env, **(env or {})})
+
+    def construct_mapper(self) -> SealingMapper:
+        self.keys = DataKeyStore(self._datastore, self.keyring, cache_ttl=self._key_cache_ttl)
+        return SealingMapper(self.construct_transcoder(), self.keys)
+
+    @property
+    def _datastore(self) -> Connections:
+        factory = self.factory
+        assert isinstance(factory, LedgerFactory), "the ledger runs on its own factory"
+        return factory.datastore

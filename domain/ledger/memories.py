@@ -1,17 +1,18 @@
-"""Commands on memories: create, update, replace, suppress, restore, reschedule, forget."""
+"""Commands on memories: create, update, replace, reschedule, suppress, restore, confirm."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime
-from typing import Any, Final
+from typing import Any
 from uuid import UUID, uuid4
 
-from domain.errors import InvalidInput
-from domain.ledger.application import UNSET, LedgerBase, _ClaimTaken
-from domain.ledger.keystore import NewDataKey
-from domain.ledger.recorder import Claim
-from domain.ledger.views import MemoryView, Outcome
+from domain.errors import InvalidInput, KeyExists
+from domain.ledger.arguments import UNSET, check_origin
+from domain.ledger.persistence.tables import Claim, NewDataKey
+from domain.ledger.results import MemoryState, Outcome
+from domain.ledger.retries import ClaimTaken, retrying
+from domain.ledger.store import AggregateStore
 from domain.model.memory import Memory
 from domain.model.values import (
     SOURCE_TYPES,
@@ -26,28 +27,25 @@ from domain.model.workspace_rules import check_workspace_content
 
 __all__ = ["MemoryCommands"]
 
-_MAX_ORIGIN_ITEMS: Final = 16
-_MAX_ORIGIN_CHARS: Final = 200
 
+class MemoryCommands:
+    """What a user (or an agent on their explicit request) can do to their memories.
 
-def _check_origin(origin: Mapping[str, str] | None) -> dict[str, str] | None:
-    """A small dict of short strings (stored in clear: never content, keys or names)."""
-    if origin is None:
-        return None
-    if len(origin) > _MAX_ORIGIN_ITEMS:
-        raise InvalidInput("origin", f"must have at most {_MAX_ORIGIN_ITEMS} items")
-    for name, value in origin.items():
-        if not isinstance(name, str) or not isinstance(value, str):
-            raise InvalidInput("origin", "names and values must be strings")
-        if not name or len(name) > 64 or len(value) > _MAX_ORIGIN_CHARS:
-            raise InvalidInput("origin", "names and values must be short")
-    return dict(origin)
+    Each command validates its input, then loads, calls the aggregate and saves in one
+    transaction, run again on fresh state when a concurrent writer won (see `retrying`).
+    """
 
+    def __init__(self, store: AggregateStore, clock: Callable[[], datetime]) -> None:
+        self.store = store
+        self.keys = store.keys
+        self.hashes = store.hashes
+        self.clock = clock
 
-class MemoryCommands(LedgerBase):
-    """What a user (or an agent on their explicit request) can do to their memories."""
+    def get(self, user_id: str, memory_id: UUID) -> MemoryState:
+        """The current state of one of the user's memories (NotFound / MemoryForgotten)."""
+        return MemoryState.of(self.store.memory(user_id, memory_id))
 
-    def create_memory(
+    def create(
         self,
         user_id: str,
         *,
@@ -79,12 +77,12 @@ class MemoryCommands(LedgerBase):
         now = self.clock()
         check_time("review_after", review_after, now=now, future=False)
         check_time("expires_at", expires_at, now=now, future=True)
-        origin_data = _check_origin(origin)
+        origin_data = check_origin(origin)
 
         def attempt() -> Outcome:
             # Create first: the claim's primary key refuses a taken (user, scope, key) inside
             # the save, so only a conflict pays for looking up the memory that holds it.
-            memory, new_key, claim = self._build(
+            memory, new_key, claim = self.build(
                 user_id,
                 scope,
                 key,
@@ -98,17 +96,17 @@ class MemoryCommands(LedgerBase):
                 origin_data,
             )
             try:
-                position = self._save(memory, new_keys=[new_key], claims=[claim])
-            except _ClaimTaken:
-                existing = self._find_by_key(user_id, scope, key)
+                position = self.store.save(memory, new_keys=[new_key], claims=[claim])
+            except ClaimTaken:
+                existing = self.store.find_by_key(user_id, scope, key)
                 if existing is None:  # released since (forgotten): run the body again
                     raise
-                return self._existing_outcome(existing, text)
-            return Outcome("created", MemoryView.of(memory), position=position)
+                return self.existing_outcome(existing, text)
+            return Outcome("created", MemoryState.of(memory), position=position)
 
-        return self._retrying(attempt)
+        return retrying(attempt)
 
-    def put_global_memory(
+    def put_global(
         self,
         user_id: str,
         *,
@@ -126,9 +124,9 @@ class MemoryCommands(LedgerBase):
         scope = Scope.global_()
 
         def attempt() -> Outcome:
-            existing = self._find_by_key(user_id, scope, key)
+            existing = self.store.find_by_key(user_id, scope, key)
             if existing is None:
-                return self.create_memory(
+                return self.create(
                     user_id,
                     scope=scope,
                     memory_key=key,
@@ -138,9 +136,9 @@ class MemoryCommands(LedgerBase):
                 )
             return self._change(existing, None, text, category, changed_via, replace=True)
 
-        return self._retrying(attempt)
+        return retrying(attempt)
 
-    def update_memory(
+    def update(
         self,
         user_id: str,
         memory_id: UUID,
@@ -165,7 +163,7 @@ class MemoryCommands(LedgerBase):
             check_time("expires_at", expires_at, now=now, future=True)
 
         def attempt() -> Outcome:
-            memory = self._memory(user_id, memory_id)
+            memory = self.store.memory(user_id, memory_id)
             memory.check_revision(expected_revision)
             if text is not None:
                 check_workspace_content(memory.scope, text)
@@ -174,7 +172,7 @@ class MemoryCommands(LedgerBase):
                 changed = memory.change_content(
                     expected_revision=expected_revision,
                     content=text if text is not None else memory.content,
-                    content_hash=self.content_hash(memory.id, text or memory.content),
+                    content_hash=self.hashes.content(memory.id, text or memory.content),
                     category=category or memory.category,
                     changed_via=changed_via,
                 )
@@ -184,11 +182,11 @@ class MemoryCommands(LedgerBase):
                     expires_at=memory.expires_at if expires_at is UNSET else expires_at,
                 )
             if not changed:
-                return Outcome("unchanged", MemoryView.of(memory))
-            position = self._save(memory)
-            return Outcome("updated", MemoryView.of(memory), position=position)
+                return Outcome("unchanged", MemoryState.of(memory))
+            position = self.store.save(memory)
+            return Outcome("updated", MemoryState.of(memory), position=position)
 
-        return self._retrying(attempt)
+        return retrying(attempt)
 
     def restore_version(
         self, user_id: str, memory_id: UUID, *, revision: int, expected_revision: int
@@ -196,54 +194,35 @@ class MemoryCommands(LedgerBase):
         """Make an earlier version's content the newest revision."""
 
         def attempt() -> Outcome:
-            memory = self._memory(user_id, memory_id)
+            memory = self.store.memory(user_id, memory_id)
             memory.check_revision(expected_revision)
             old = memory.find_version(revision)
             memory.restore_version(
                 revision=revision,
                 expected_revision=expected_revision,
-                content_hash=self.content_hash(memory.id, old.content),
+                content_hash=self.hashes.content(memory.id, old.content),
                 changed_via="user_api",
             )
-            position = self._save(memory)
-            return Outcome("updated", MemoryView.of(memory), position=position)
+            position = self.store.save(memory)
+            return Outcome("updated", MemoryState.of(memory), position=position)
 
-        return self._retrying(attempt)
+        return retrying(attempt)
 
-    def suppress_memory(self, user_id: str, memory_id: UUID) -> Outcome:
+    def suppress(self, user_id: str, memory_id: UUID) -> Outcome:
         """Exclude from retrieval until restored (revision unchanged)."""
         return self._status_change(user_id, memory_id, Memory.suppress, "suppressed")
 
-    def restore_memory(self, user_id: str, memory_id: UUID) -> Outcome:
+    def restore(self, user_id: str, memory_id: UUID) -> Outcome:
         """Bring a suppressed memory back into retrieval (revision unchanged)."""
         return self._status_change(user_id, memory_id, Memory.restore, "restored")
 
-    def confirm_memory(self, user_id: str, memory_id: UUID) -> Outcome:
+    def confirm(self, user_id: str, memory_id: UUID) -> Outcome:
         """Record that the user confirmed the memory is still right."""
         return self._status_change(user_id, memory_id, Memory.confirm, "confirmed")
 
-    def forget_memory(self, user_id: str, memory_id: UUID) -> Outcome:
-        """Irrecoverably forget (section 9.4): append the tombstone, destroy the key, done.
-
-        One transaction appends the tombstone and deletes the memory's data key, the keys of
-        candidates about it, its key claim and their fingerprints: a crash leaves all or none.
-        """
-
-        def attempt() -> Outcome:
-            memory = self._memory(user_id, memory_id)
-            memory.forget(self.clock())
-            position = self._save(memory, shred_memories=[memory.id])
-            self.keys.forget_cached([memory.id])
-            return Outcome("forgotten", position=position)
-
-        outcome = self._retrying(attempt)
-        # Candidate keys tied to this memory were shredded too; drop any cached copy of them.
-        self.keys.forget_all_cached()
-        return outcome
-
     # -- helpers -----------------------------------------------------------------------------
 
-    def _build(
+    def build(
         self,
         user_id: str,
         scope: Scope,
@@ -260,8 +239,8 @@ class MemoryCommands(LedgerBase):
         """A new Memory with its staged data key and its key claim, ready to save together."""
         memory_id = uuid4()
         new_key = self.keys.stage(memory_id, user_id, "memory")
-        content_hash = self.content_hash(memory_id, text)
-        claim = Claim(self.claim_for(user_id, scope, key), memory_id, user_id)
+        content_hash = self.hashes.content(memory_id, text)
+        claim = Claim(self.hashes.claim(user_id, scope, key), memory_id, user_id)
         memory = Memory.new(
             memory_id,
             user_id=user_id,
@@ -280,6 +259,12 @@ class MemoryCommands(LedgerBase):
         )
         return memory, new_key, claim
 
+    def existing_outcome(self, existing: Memory, content: str) -> Outcome:
+        """A create meeting a live memory under its key: same content is done, else KeyExists."""
+        if existing.has_same_content(content):
+            return Outcome("unchanged", MemoryState.of(existing))
+        raise KeyExists(existing.id)
+
     def _change(
         self,
         memory: Memory,
@@ -294,23 +279,23 @@ class MemoryCommands(LedgerBase):
         changed = memory.change_content(
             expected_revision=expected_revision,
             content=text,
-            content_hash=self.content_hash(memory.id, text),
+            content_hash=self.hashes.content(memory.id, text),
             category=category,
             changed_via=changed_via,
             replace=replace,
             source_candidate_id=source_candidate_id,
         )
         if not changed:
-            return Outcome("unchanged", MemoryView.of(memory))
-        position = self._save(memory)
-        return Outcome("updated", MemoryView.of(memory), position=position)
+            return Outcome("unchanged", MemoryState.of(memory))
+        position = self.store.save(memory)
+        return Outcome("updated", MemoryState.of(memory), position=position)
 
     def _status_change(self, user_id: str, memory_id: UUID, command: Any, done: str) -> Outcome:
         def attempt() -> Outcome:
-            memory = self._memory(user_id, memory_id)
+            memory = self.store.memory(user_id, memory_id)
             if command(memory) is False:
-                return Outcome("unchanged", MemoryView.of(memory))
-            position = self._save(memory)
-            return Outcome(done, MemoryView.of(memory), position=position)
+                return Outcome("unchanged", MemoryState.of(memory))
+            position = self.store.save(memory)
+            return Outcome(done, MemoryState.of(memory), position=position)
 
-        return self._retrying(attempt)
+        return retrying(attempt)

@@ -11,70 +11,41 @@ gone, every personal field reads as REDACTED instead of raising.
 
 from __future__ import annotations
 
-import json
-import json.encoder
 import os
-from collections.abc import Callable
-from typing import Any, Final, cast
+from collections.abc import Iterable
+from typing import Any, Final, Protocol, cast
 from uuid import UUID
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from eventsourcing.persistence import (
-    JSONTranscoder,
     Mapper,
     MapperDeserialisationError,
     StoredEvent,
     Transcoder,
 )
 from eventsourcing.utils import get_topic, resolve_topic
-from psycopg.sql import SQL, Composable, Composed
 
 from domain.ledger.correlation import current_request_id
-from domain.ledger.keystore import DataKeyStore
+from domain.ledger.persistence import codec
 from domain.model.events import REDACTED, personal_fields
 
-__all__ = ["MissingDataKey", "SealingMapper", "clear_json"]
+__all__ = ["DataKeys", "MissingDataKey", "SealingMapper"]
 
 _MAGIC: Final = b"MLS1"
 _NONCE: Final = 12
 
 
-def _json_encoder(transcoder: Transcoder) -> Callable[[Any], bytes]:
-    """`transcoder.encode`, or for the library's JSONTranscoder, its own C encoder built once.
+class DataKeys(Protocol):
+    """Where the mapper finds each aggregate's data key (a DataKeyStore, or a test's dict)."""
 
-    `JSONEncoder.encode` builds a new C encoder (with a fresh circular-reference memo) on
-    every call; the one built here takes the same default, string escaping and separators,
-    so it writes the same bytes (tests/unit/test_sealing_encoding.py checks), without the
-    memo: event states are dataclass fields, never circular.
-    """
-    encoder = getattr(transcoder, "encoder", None)
-    make: Any = getattr(json.encoder, "c_make_encoder", None)
-    if (
-        type(transcoder) is not JSONTranscoder
-        or type(encoder) is not json.JSONEncoder
-        or make is None
-        or encoder.indent is not None
-        or (encoder.sort_keys, encoder.skipkeys, encoder.ensure_ascii) != (False, False, False)
-        or not encoder.allow_nan
-    ):
-        return transcoder.encode
-    chunks = make(
-        None,  # no circular-reference memo
-        encoder.default,
-        json.encoder.encode_basestring,
-        None,  # indent
-        encoder.key_separator,
-        encoder.item_separator,
-        False,  # sort_keys
-        False,  # skipkeys
-        True,  # allow_nan
-    )
+    def get(self, key_id: UUID) -> bytes | None:
+        """The raw data key, or None when it was destroyed (or never existed)."""
+        ...
 
-    def encode(obj: Any) -> bytes:
-        return "".join(chunks(obj, 0)).encode("utf8")
-
-    return encode
+    def prefetch(self, key_ids: Iterable[UUID]) -> None:
+        """Load many keys at once before a batch is decoded (may do nothing)."""
+        ...
 
 
 class MissingDataKey(Exception):
@@ -85,35 +56,20 @@ def _aad(originator_id: UUID, version: int, topic: str, clear: bytes) -> bytes:
     return f"{originator_id}|{version}|{topic}|".encode() + clear
 
 
-def clear_json(state: Composable) -> Composed:
-    """SQL: the clear part of a stored event's `state` (bytea) as `json`, sealed or not.
-
-    Lets the database read the clear fields (e.g. `->> 'user_id'`) without any key. It raises
-    (invalid UTF-8 or JSON) on a state this format did not write.
-    """
-    return SQL(
-        "convert_from(CASE WHEN substring({0} FROM 1 FOR 4) = '\\x4d4c5331'::bytea"
-        " THEN substring({0} FROM 9 FOR (get_byte({0}, 4) << 24) | (get_byte({0}, 5) << 16)"
-        " | (get_byte({0}, 6) << 8) | get_byte({0}, 7)) ELSE {0} END, 'UTF8')::json"
-    ).format(state)
-
-
 class SealingMapper(Mapper[UUID]):
     """A Mapper that encrypts personal fields per aggregate and redacts them once shredded."""
 
-    def __init__(self, transcoder: Transcoder, keys: DataKeyStore) -> None:
+    def __init__(self, transcoder: Transcoder, keys: DataKeys) -> None:
         super().__init__(transcoder=transcoder)
         self.keys = keys
         # Decoding is the hot path of replays and rebuilds: what can be reused, is. (Not the
         # AES-GCM objects: they would keep data keys in memory after their shredding.)
         self._classes: dict[str, tuple[type[Any], tuple[str, ...], int]] = {}
         self._topics: dict[type[Any], tuple[str, tuple[str, ...], int]] = {}
-        self._encode = _json_encoder(transcoder)
-        self._scan: Callable[[str, int], tuple[Any, int]] | None = None
-        if type(transcoder) is JSONTranscoder:  # its decode is this scanner, then checks
-            self._scan = getattr(transcoder.decoder, "scan_once", None)
+        self._encode = codec.encoder(transcoder)
+        self._decode = codec.decoder(transcoder)
 
-    def with_keys(self, keys: DataKeyStore) -> SealingMapper:
+    def with_keys(self, keys: DataKeys) -> SealingMapper:
         """The same mapping over another key store (see `DataKeyStore.through`)."""
         return SealingMapper(self.transcoder, keys)
 
@@ -163,9 +119,7 @@ class SealingMapper(Mapper[UUID]):
         while from_version < class_version:
             getattr(cls, f"upcast_v{from_version}_v{from_version + 1}")(state)
             from_version += 1
-        event = object.__new__(cls)
-        object.__setattr__(event, "__dict__", state)
-        return event
+        return codec.new_event(cls, state)
 
     def clear_state(self, stored: StoredEvent) -> dict[str, Any]:
         """The event's clear attributes, read without any key ({} when unreadable)."""
@@ -177,11 +131,6 @@ class SealingMapper(Mapper[UUID]):
         except Exception:
             return {}
         return state if isinstance(state, dict) else {}
-
-    @staticmethod
-    def is_sealed(stored: StoredEvent) -> bool:
-        """True when the event has personal fields sealed under its aggregate's data key."""
-        return bytes(stored.state[:4]) == _MAGIC
 
     def decode_state(self, stored: StoredEvent, fields: tuple[str, ...]) -> dict[str, Any]:
         """The event's attributes (without id and version), decrypted or redacted."""
@@ -209,21 +158,3 @@ class SealingMapper(Mapper[UUID]):
             raise MapperDeserialisationError(msg) from error
         state.update(secret)
         return state
-
-    def _decode(self, data: bytes) -> Any:
-        """`transcoder.decode`, calling the JSON scanner directly when that is the transcoder.
-
-        Any input the scanner does not take whole (leading or trailing text, invalid JSON)
-        goes to the transcoder itself, so results and errors are exactly its own.
-        """
-        scan = self._scan
-        if scan is not None:
-            text = data.decode("utf8")
-            try:
-                value, end = scan(text, 0)
-            except StopIteration:
-                pass
-            else:
-                if end == len(text):
-                    return value
-        return self.transcoder.decode(data)

@@ -26,7 +26,7 @@ from projections.registry import main_projections
 from projections.views.embeddings import Embeddings
 from projections.worker import ProjectionWorker
 from tests.conftest import Clock
-from tests.integration.test_ledger_shredding import pg_dump
+from tests.dumps import pg_dump
 
 pytestmark = pytest.mark.integration
 DIM = 64

@@ -17,7 +17,7 @@ from psycopg import sql
 from domain.errors import MemoryForgotten
 from domain.ledger.access import AccessHit, result_entries
 from domain.ledger.ledger import MemoryLedger
-from domain.ledger.views import MemoryView
+from domain.ledger.results import MemoryState
 from domain.model.events import REDACTED
 from domain.model.memory import Memory
 from domain.model.values import Scope
@@ -29,10 +29,10 @@ LEARNING = Scope.workspace("learning")
 GLOBAL = Scope.global_()
 
 
-MEMORY_FIELDS = [f.name for f in fields(MemoryView) if f.name not in ("user_id", "versions")]
+MEMORY_FIELDS = [f.name for f in fields(MemoryState) if f.name not in ("user_id", "versions")]
 
 
-def shape(view: MemoryView) -> dict[str, Any]:
+def shape(view: MemoryState) -> dict[str, Any]:
     """What as_of should say of a memory the ledger returned then."""
 
     def text(value: Any) -> Any:

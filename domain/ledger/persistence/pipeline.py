@@ -1,21 +1,12 @@
 """One write as one libpq pipeline of prepared statements: one round trip, plans made once.
 
-A save sends BEGIN, its statements and COMMIT back to back, then a single Sync, and reads the
-results once: one round trip, like the multi-statement query it replaces, but every statement
-is prepared once per connection (named by a hash of its text) and its parameters go in binary.
-Measured against that query (scripts/bench_ledger.py): about half the client CPU spent in
-psycopg, and about a third less server time per save.
-
-The transaction is explicit because LOCK TABLE needs a transaction block, which PostgreSQL 15
-gives only to simple-protocol multi-statement queries, not to a pipeline's implicit
-transaction. When a statement fails the server skips the rest (COMMIT included) up to the Sync
-and leaves the transaction aborted; `run` then rolls it back at the libpq level, so psycopg
-never sees a ROLLBACK it would answer by deallocating every prepared statement. Prepared
-statements can still disappear (psycopg deallocates all of them after a ROLLBACK or DDL it ran
-itself on the connection): a write failing because one is missing is prepared and run again.
-
-Named prepared statements need a session of one's own: not for PgBouncer transaction pooling
-older than 1.21.
+`run(conn, steps)` sends BEGIN, the steps and COMMIT back to back with a single Sync and
+returns the steps' results; a failing step's error is raised as psycopg raises it, after the
+transaction was rolled back. Each `Statement` has `$1`.. placeholders of declared types
+(`oid("uuid")`, `oid("text[]")`) and is prepared once per connection. The connection must be
+idle and in autocommit mode; it is left so. Named prepared statements need a session of one's
+own (not PgBouncer transaction pooling older than 1.21). Why it is built this way, and what it
+measured: docs/ledger.md.
 """
 
 from __future__ import annotations
@@ -36,7 +27,6 @@ from psycopg.waiting import Ready, Wait
 __all__ = ["Statement", "oid", "run"]
 
 _BINARY: Final = pq.Format.BINARY
-_TUPLES_OK: Final = pq.ExecStatus.TUPLES_OK
 _COMMAND_OK: Final = pq.ExecStatus.COMMAND_OK
 _PIPELINE_SYNC: Final = pq.ExecStatus.PIPELINE_SYNC
 _FATAL_ERROR: Final = pq.ExecStatus.FATAL_ERROR
@@ -73,7 +63,7 @@ class Statement:
         if not params:
             return ()
         # A Transformer set up for these types, one per thread (it caches dumpers, so it is
-        # not shared): building one per call was a sixth of the pipeline's client CPU.
+        # not shared): building one per call is costly (docs/ledger.md).
         transformers: dict[bytes, tuple[abc.Transformer, list[PyFormat]]] | None
         transformers = getattr(_per_thread, "transformers", None)
         if transformers is None:

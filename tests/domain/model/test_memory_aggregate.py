@@ -16,8 +16,8 @@ from domain.errors import InvalidInput, MemoryForgotten, RevisionConflict
 from domain.model.memory import Memory, Version
 from domain.model.text import normalise_content
 from domain.model.values import CATEGORIES, Scope, check_content
-from tests.unit.domain.aggregate_steps import given as steps_given
-from tests.unit.domain.aggregate_steps import replay, state, then
+from tests.domain.model.aggregate_steps import given as steps_given
+from tests.domain.model.aggregate_steps import replay, state, then
 
 MEMORY_ID = UUID("00000000-0000-4000-8000-000000000001")
 CANDIDATE_ID = UUID("00000000-0000-4000-8000-0000000000c1")

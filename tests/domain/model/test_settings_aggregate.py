@@ -6,8 +6,8 @@ from collections.abc import Callable
 from typing import Any
 
 from domain.model.memory_settings import MemorySettings, settings_id
-from tests.unit.domain.aggregate_steps import given as steps_given
-from tests.unit.domain.aggregate_steps import replay, state, then
+from tests.domain.model.aggregate_steps import given as steps_given
+from tests.domain.model.aggregate_steps import replay, state, then
 
 Step = Callable[[MemorySettings], Any]
 

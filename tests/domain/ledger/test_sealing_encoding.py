@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID, uuid4
@@ -15,7 +16,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from domain.ledger import sealing
-from domain.ledger.sealing import SealingMapper, _aad, _json_encoder
+from domain.ledger.persistence.codec import decoder, encoder
+from domain.ledger.sealing import SealingMapper, _aad
 from domain.model.memory import Memory
 
 json_values = st.recursive(
@@ -43,7 +45,7 @@ def library_transcoder() -> JSONTranscoder:
 @given(st.dictionaries(st.text(max_size=12), json_values, max_size=8))
 def test_encoder_writes_the_transcoders_bytes(state: dict[str, Any]) -> None:
     transcoder = library_transcoder()
-    assert _json_encoder(transcoder)(state) == transcoder.encode(state)
+    assert encoder(transcoder)(state) == transcoder.encode(state)
 
 
 def test_encoder_writes_the_transcoders_bytes_for_escapes_and_special_floats() -> None:
@@ -53,7 +55,7 @@ def test_encoder_writes_the_transcoders_bytes_for_escapes_and_special_floats() -
         "floats": [math.inf, -math.inf, 1e308, -0.0],
         "nested": {"when": datetime(2026, 1, 2, 3, 4, 5, 6, tzinfo=UTC), "id": uuid4()},
     }
-    assert _json_encoder(transcoder)(state) == transcoder.encode(state)
+    assert encoder(transcoder)(state) == transcoder.encode(state)
 
 
 def test_encoder_is_the_transcoders_own_for_other_transcoders() -> None:
@@ -61,7 +63,7 @@ def test_encoder_is_the_transcoders_own_for_other_transcoders() -> None:
         pass
 
     transcoder = OtherTranscoder()
-    assert _json_encoder(transcoder) == transcoder.encode
+    assert encoder(transcoder) == transcoder.encode
 
 
 def _reference_stored_event(transcoder: JSONTranscoder, key: bytes, event: Any) -> StoredEvent:
@@ -89,6 +91,9 @@ class _Keys:
     def get(self, key_id: UUID) -> bytes | None:
         return self.keys.get(key_id)
 
+    def prefetch(self, key_ids: Iterable[UUID]) -> None:
+        pass
+
 
 def test_a_sealed_created_event_is_byte_identical_to_the_library_encoding(
     monkeypatch: pytest.MonkeyPatch,
@@ -112,9 +117,36 @@ def test_a_sealed_created_event_is_byte_identical_to_the_library_encoding(
     )
     (event,) = memory.collect_events()
     transcoder = library_transcoder()
-    mapper = SealingMapper(transcoder, _Keys({memory_id: key}))  # type: ignore[arg-type]
+    mapper = SealingMapper(transcoder, _Keys({memory_id: key}))
     monkeypatch.setattr(sealing.os, "urandom", lambda n: b"\x07" * n)
 
     stored = mapper.to_stored_event(event)
 
     assert stored == _reference_stored_event(transcoder, key, event)
+
+
+@given(st.dictionaries(st.text(max_size=12), json_values, max_size=8))
+def test_decoder_reads_what_the_transcoder_reads(state: dict[str, Any]) -> None:
+    transcoder = library_transcoder()
+    data = transcoder.encode(state)
+    assert decoder(transcoder)(data) == transcoder.decode(data)
+
+
+@pytest.mark.parametrize("data", [b'{"a": 1} trailing', b' {"a": 1}', b"{bad", b"", b"[1, 2]"])
+def test_decoder_answers_odd_input_exactly_as_the_transcoder(data: bytes) -> None:
+    transcoder = library_transcoder()
+    try:
+        expected: Any = transcoder.decode(data)
+    except Exception as error:
+        with pytest.raises(type(error)):
+            decoder(transcoder)(data)
+    else:
+        assert decoder(transcoder)(data) == expected
+
+
+def test_decoder_is_the_transcoders_own_for_other_transcoders() -> None:
+    class OtherTranscoder(JSONTranscoder):
+        pass
+
+    transcoder = OtherTranscoder()
+    assert decoder(transcoder) == transcoder.decode

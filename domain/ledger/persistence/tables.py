@@ -3,18 +3,56 @@
 `data_keys`: one wrapped AES key per memory, candidate and user; deleting a row shreds.
 `key_claims`: keyed hash of (user, scope, memory_key) -> live memory, for atomic uniqueness.
 `candidate_fingerprints`: keyed fingerprints of proposals, to recognise repeats and rejections.
-None of them holds personal text in clear.
+None of them holds personal text in clear. `NewDataKey`, `Claim` and `Fingerprint` are the rows
+a save inserts (pass them to `LedgerRecorder.insert_events`).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from datetime import datetime
+from uuid import UUID
+
 from psycopg.sql import SQL, Composed, Identifier
 
-__all__ = ["create_statements", "table"]
+__all__ = ["Claim", "Fingerprint", "NewDataKey", "create_statements", "table"]
 
 DATA_KEYS = "memledger_data_keys"
 KEY_CLAIMS = "memledger_key_claims"
 FINGERPRINTS = "memledger_candidate_fingerprints"
+
+
+@dataclass(frozen=True, slots=True)
+class NewDataKey:
+    """A freshly generated data key, wrapped, waiting to be inserted with its first events."""
+
+    key_id: UUID
+    user_id: str
+    kind: str
+    subject_memory_id: UUID | None
+    master_key_id: str
+    wrapped: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """A live memory's hold on its keyed (user, scope, key) hash."""
+
+    claim: str
+    memory_id: UUID
+    user_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class Fingerprint:
+    """The keyed fingerprint of a candidate's proposal and where the candidate stands."""
+
+    candidate_id: UUID
+    user_id: str
+    fingerprint: str
+    subject_memory_id: UUID | None
+    state: str
+    changed_at: datetime
 
 
 def table(schema: str, name: str) -> Composed:

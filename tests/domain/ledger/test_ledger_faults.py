@@ -22,7 +22,8 @@ from api.settings import Settings
 from domain.errors import LedgerUnavailable
 from domain.ledger.keyring import MasterKeyring
 from domain.ledger.ledger import MemoryLedger
-from domain.ledger.recorder import LedgerRecorder, Transaction
+from domain.ledger.persistence.pipeline import Statement
+from domain.ledger.persistence.recorder import LedgerRecorder, Transaction
 from domain.model.events import REDACTED
 from domain.model.values import Scope
 
@@ -127,7 +128,8 @@ def test_a_failure_inside_the_forget_transaction_changes_nothing(
 
     def crash(self: LedgerRecorder, *args: Any, **kwargs: Any) -> Transaction:
         transaction = original(self, *args, **kwargs)  # keys deleted, tombstone inserted...
-        transaction.add(b"SELECT 1 / 0")  # ... then the database fails it before it commits
+        # ... then the database fails it before it commits:
+        transaction.add(Statement(b"SELECT 1 / 0"))
         return transaction
 
     monkeypatch.setattr(LedgerRecorder, "_transaction", crash)
@@ -192,8 +194,9 @@ def test_a_save_blocked_on_the_events_lock_gives_up_and_its_retry_writes_once(
     master_key: str,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # The lock timeout is set for every ledger session (domain/ledger/factory.py): a save waiting on
-    # the events table's lock must give up on its own and be retried, not hang or half-write.
+    # The lock timeout is set for every ledger session (domain/ledger/persistence/factory.py): a
+    # save waiting on the events table's lock must give up on its own and be retried, not hang or
+    # half-write.
     settings = Settings(database_url=database_url, db_schema=pg_schema, lock_timeout=1)
     impatient = MemoryLedger(
         postgres_env(settings, database_url), MasterKeyring.from_base64([master_key])

@@ -1,23 +1,37 @@
 """One-statement queries on the ledger's database, outside the event-writing transactions.
 
-Each runs as a single statement on a pooled connection in autocommit, never inside a
-transaction that is rolled back: psycopg answers a ROLLBACK by deallocating every prepared
-statement of the connection, so the next write would have to prepare all of its statements
-again. Like the library's own reads, each is retried when the connection turns out to be
-broken (the pool discards it), so no pre-ping round trip is needed on every checkout.
+`fetch_one`, `fetch_all` and `execute` run one statement (rendered once with `render`) on a
+connection of `Connections` in autocommit, retried when the connection turns out to be broken.
+Never run them inside a transaction that may roll back: psycopg would deallocate every prepared
+statement of the connection (docs/ledger.md).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, Final, TypeVar, cast
+from contextlib import AbstractContextManager
+from typing import Any, Final, Protocol, TypeVar, cast
 
 from eventsourcing.persistence import InterfaceError, OperationalError
-from eventsourcing.postgres import PostgresDatastore
 from eventsourcing.utils import retry
+from psycopg import Connection
+from psycopg.rows import DictRow
 from psycopg.sql import Composable
 
-__all__ = ["execute", "fetch_all", "fetch_one", "render"]
+__all__ = ["Connections", "execute", "fetch_all", "fetch_one", "render"]
+
+
+class Connections(Protocol):
+    """Where the reads run: the library's PostgresDatastore, or one connection of a process.
+
+    `get_connection` lends an autocommit connection with dict rows; `schema` names the
+    schema of the ledger's tables.
+    """
+
+    schema: str
+
+    def get_connection(self) -> AbstractContextManager[Connection[DictRow]]: ...
+
 
 F = TypeVar("F", bound=Callable[..., Any])
 _RETRY: Final = cast(
@@ -32,7 +46,7 @@ def render(statement: Composable) -> bytes:
 
 @_RETRY
 def fetch_all(
-    datastore: PostgresDatastore, statement: bytes, params: Sequence[Any] = ()
+    datastore: Connections, statement: bytes, params: Sequence[Any] = ()
 ) -> list[dict[str, Any]]:
     """Every row of one read-only statement."""
     with datastore.get_connection() as conn, conn.cursor() as curs:
@@ -42,7 +56,7 @@ def fetch_all(
 
 @_RETRY
 def fetch_one(
-    datastore: PostgresDatastore, statement: bytes, params: Sequence[Any] = ()
+    datastore: Connections, statement: bytes, params: Sequence[Any] = ()
 ) -> dict[str, Any] | None:
     """The first row of one read-only statement, or None."""
     with datastore.get_connection() as conn, conn.cursor() as curs:
@@ -51,7 +65,7 @@ def fetch_one(
 
 
 @_RETRY
-def execute(datastore: PostgresDatastore, statement: bytes, params: Sequence[Any] = ()) -> None:
+def execute(datastore: Connections, statement: bytes, params: Sequence[Any] = ()) -> None:
     """One idempotent write statement, committed on its own (safe to run again)."""
     with datastore.get_connection() as conn, conn.cursor() as curs:
         curs.execute(statement, params)

@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 from domain.errors import CandidateNotPending, InvalidInput
 from domain.model.candidate import CANDIDATE_TTL, MemoryCandidate
 from domain.model.events import REDACTED
-from tests.unit.domain.aggregate_steps import given as steps_given
-from tests.unit.domain.aggregate_steps import replay, state, then
+from tests.domain.model.aggregate_steps import given as steps_given
+from tests.domain.model.aggregate_steps import replay, state, then
 
 CANDIDATE_ID = UUID("00000000-0000-4000-8000-0000000000c1")
 MEMORY_ID = UUID("00000000-0000-4000-8000-000000000001")

@@ -1,13 +1,8 @@
 """Connection pools that hand out the connection returned last (LIFO), not the oldest.
 
-psycopg_pool queues idle connections first in, first out: one writer with a pool of N cycles
-through N server processes, each met with cold CPU caches, and none is ever idle long enough
-for `max_idle` to close it. Handing out the most recently returned connection keeps a steady
-load on as few backends as it needs (measured: ~0.15 ms less per save with one writer and a
-pool of 16, scripts/bench_ledger.py), while the least recently used ones stay at the front of
-the queue, where the pool's shrinking closes them after `max_idle`. The ledger's pool is
-switched to LIFO by `use_lifo`; the API's read pool is a LifoReadPool (GET memory by id:
-~8 % more requests/s in scripts/bench_api.py, alternated with the FIFO pool).
+`use_lifo(pool)` switches the pool eventsourcing's datastore built (LedgerFactory calls it);
+`LifoReadPool` is psycopg_pool's ConnectionPool, LIFO, for the API's reads. Why, and what it
+measured: docs/ledger.md.
 """
 
 from __future__ import annotations
@@ -23,7 +18,7 @@ __all__ = ["LifoConnectionPool", "LifoReadPool", "use_lifo"]
 
 def _get_ready_lifo(self: Any, timeout: float | None) -> Any:
     # psycopg_pool's own `_get_ready_connection` (3.2, 3.3) with pop() instead of popleft();
-    # it runs with the pool's lock held. tests/integration/test_ledger_pool.py checks the order.
+    # it runs with the pool's lock held. tests/domain/ledger/test_ledger_pool.py checks it.
     if timeout is not None and timeout <= 0.0:
         raise PoolTimeout()
     conn = None

@@ -8,8 +8,8 @@ from uuid import UUID, uuid4
 
 import pytest
 
-from domain.ledger import reads
 from domain.ledger.ledger import MemoryLedger
+from domain.ledger.persistence import reads
 from domain.model.values import Scope
 
 

@@ -1,4 +1,4 @@
-"""Plain results of commands: what the caller may show, detached from aggregates."""
+"""What commands return: an `Outcome`, with the state of the aggregates it changed, detached."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ from domain.model.candidate import MemoryCandidate
 from domain.model.memory import Memory, Version
 from domain.model.memory_settings import MemorySettings
 
-__all__ = ["CandidateView", "MemoryView", "Outcome", "SettingsView"]
+__all__ = ["CandidateState", "MemoryState", "Outcome", "SettingsState"]
 
 
 @dataclass(frozen=True, slots=True)
-class MemoryView:
+class MemoryState:
     """A memory as the API's `Memory` shape shows it."""
 
     memory_id: UUID
@@ -35,7 +35,7 @@ class MemoryView:
     versions: tuple[Version, ...]
 
     @classmethod
-    def of(cls, memory: Memory) -> MemoryView:
+    def of(cls, memory: Memory) -> MemoryState:
         """Snapshot an aggregate."""
         return cls(
             memory.id,
@@ -58,7 +58,7 @@ class MemoryView:
 
 
 @dataclass(frozen=True, slots=True)
-class CandidateView:
+class CandidateState:
     """A candidate as the API's `Candidate` shape shows it."""
 
     candidate_id: UUID
@@ -79,7 +79,7 @@ class CandidateView:
     expires_at: datetime
 
     @classmethod
-    def of(cls, candidate: MemoryCandidate) -> CandidateView:
+    def of(cls, candidate: MemoryCandidate) -> CandidateState:
         """Snapshot an aggregate."""
         return cls(
             candidate.id,
@@ -102,14 +102,14 @@ class CandidateView:
 
 
 @dataclass(frozen=True, slots=True)
-class SettingsView:
+class SettingsState:
     """A user's memory settings."""
 
     saved_memory_enabled: bool = True
     auto_extract_enabled: bool = True
 
     @classmethod
-    def of(cls, settings: MemorySettings | None) -> SettingsView:
+    def of(cls, settings: MemorySettings | None) -> SettingsState:
         """Snapshot an aggregate (defaults when the user never changed anything)."""
         if settings is None:
             return cls()
@@ -121,6 +121,6 @@ class Outcome:
     """What a command did, and the ledger position to wait for before reading projections."""
 
     status: str
-    memory: MemoryView | None = None
-    candidate: CandidateView | None = None
+    memory: MemoryState | None = None
+    candidate: CandidateState | None = None
     position: int | None = None

@@ -1,21 +1,10 @@
 """The ledger's persistence factory: eventsourcing's PostgreSQL one, with the ledger's pool.
 
-Its pool, built by the library unopened, is made LIFO (see `pool`) and given a configure
-callback that also sets `lock_timeout` for the session, once per connection, so a save no
-longer sends `SET LOCAL lock_timeout` in every transaction (one statement of eight).
-
-A session-wide lock timeout is right for every statement that runs on these connections:
-- saves (`LedgerRecorder.insert_events`): the data-key, claim and fingerprint writes, which
-  can wait on a concurrent transaction holding the same key or row, and LOCK TABLE on the
-  events table; a wait past the timeout raises LockNotAvailable, an OperationalError that the
-  recorder's retry runs again (before, only the LOCK TABLE had the timeout);
-- forget and erase (same path: deletes in the save's transaction);
-- reads and tailing readers (event selects, key look-ups, claims): plain SELECTs, which wait
-  only behind DDL's ACCESS EXCLUSIVE lock, and are retried the same way;
-- key rotation: SELECT ... FOR UPDATE SKIP LOCKED never waits on rows; its UPDATEs touch only
-  the rows it locked;
-- table creation at start-up, which the library already runs under the same timeout.
-The idle-in-transaction timeout is already set per session by the library's own callback.
+MemoryLedger names it in its env (PERSISTENCE_MODULE). Its pool, built by the library unopened,
+is made LIFO (see `pool`) and given a configure callback that also sets `lock_timeout` for the
+session, once per connection (POSTGRES_LOCK_TIMEOUT): every statement on a ledger connection,
+saves included, gives up on a lock after that long. Why a session-wide timeout is right for
+every statement: docs/ledger.md.
 """
 
 from __future__ import annotations
@@ -28,7 +17,7 @@ from eventsourcing.utils import Environment
 from psycopg import Connection
 from psycopg.sql import SQL
 
-from domain.ledger.pool import use_lifo
+from domain.ledger.persistence.pool import use_lifo
 
 __all__ = ["LedgerFactory"]
 

@@ -9,8 +9,8 @@ import psycopg
 import pytest
 from eventsourcing import persistence
 
-from domain.ledger.checkout import with_connection
 from domain.ledger.ledger import MemoryLedger
+from domain.ledger.persistence.checkout import with_connection
 
 
 def _datastore(make_ledger: Callable[..., MemoryLedger]) -> Any:

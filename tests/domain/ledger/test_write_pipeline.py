@@ -9,8 +9,8 @@ import psycopg
 import pytest
 from psycopg import errors, pq, sql
 
-from domain.ledger import pipeline
-from domain.ledger.pipeline import Statement, oid
+from domain.ledger.persistence import pipeline
+from domain.ledger.persistence.pipeline import Statement, oid
 
 
 @pytest.fixture
@@ -101,8 +101,8 @@ def test_parameters_are_dumped_by_the_declared_types() -> None:
 _DUMP_FAILURE = """
 import sys, uuid, psycopg
 from psycopg import pq, sql
-from domain.ledger import pipeline
-from domain.ledger.pipeline import Statement, oid
+from domain.ledger.persistence import pipeline
+from domain.ledger.persistence.pipeline import Statement, oid
 url, schema = sys.argv[1:3]
 with psycopg.connect(url, autocommit=True) as conn:
     table = sql.Identifier(schema, "t")

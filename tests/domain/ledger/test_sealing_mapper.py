@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from typing import Any, ClassVar
 from uuid import UUID, uuid4
 
@@ -23,13 +24,16 @@ from domain.model.memory import Memory
 
 
 class FakeKeys:
-    """Stands in for DataKeyStore: a dict of raw keys."""
+    """A dict of raw keys, as the mapper's DataKeys."""
 
     def __init__(self) -> None:
         self.keys: dict[UUID, bytes] = {}
 
     def get(self, key_id: UUID) -> bytes | None:
         return self.keys.get(key_id)
+
+    def prefetch(self, key_ids: Iterable[UUID]) -> None:
+        pass
 
 
 @pytest.fixture
@@ -42,7 +46,7 @@ def mapper(keys: FakeKeys) -> SealingMapper:
     transcoder = JSONTranscoder()
     transcoder.register(UUIDAsHex())
     transcoder.register(DatetimeAsISO())
-    return SealingMapper(transcoder, keys)  # type: ignore[arg-type]
+    return SealingMapper(transcoder, keys)
 
 
 def created(memory_id: UUID, content: str = "I prefer examples first") -> Any:

@@ -1,15 +1,13 @@
 """The events recorder, extended to write key, claim and fingerprint rows in the same transaction.
 
-`MemoryLedger._save(..., **changes)` passes these keyword arguments to `insert_events`, which
-writes them in the transaction that inserts the events. So a memory's key is never committed
+A save passes its side-table rows as keyword arguments to `insert_events` (see `_transaction`),
+which writes them in the transaction that inserts the events. So a memory's key is never committed
 without its events, and a tombstone never without the key's destruction.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 from uuid import UUID
 
@@ -23,45 +21,22 @@ from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastor
 from eventsourcing.utils import retry
 from psycopg.sql import SQL, Composable, Identifier
 
-from domain.ledger import pipeline
-from domain.ledger.checkout import with_connection
-from domain.ledger.keystore import NewDataKey
-from domain.ledger.pipeline import Statement, oid
-from domain.ledger.tables import DATA_KEYS, FINGERPRINTS, KEY_CLAIMS, create_statements, table
+from domain.ledger.persistence import pipeline
+from domain.ledger.persistence.checkout import with_connection
+from domain.ledger.persistence.pipeline import Statement, oid
+from domain.ledger.persistence.reads import render
+from domain.ledger.persistence.tables import (
+    DATA_KEYS,
+    FINGERPRINTS,
+    KEY_CLAIMS,
+    Claim,
+    Fingerprint,
+    NewDataKey,
+    create_statements,
+    table,
+)
 
-__all__ = ["Claim", "Fingerprint", "LedgerRecorder", "Transaction"]
-
-
-def _render(statement: object) -> bytes:
-    """A library statement (bytes, str or composed SQL) as the bytes psycopg would send."""
-    if isinstance(statement, bytes):
-        return statement
-    if isinstance(statement, str):
-        return statement.encode()
-    if isinstance(statement, Composable):
-        return bytes(statement.as_bytes(None))
-    raise TypeError(f"cannot render {type(statement).__name__} as a statement")
-
-
-@dataclass(frozen=True, slots=True)
-class Claim:
-    """A live memory's hold on its keyed (user, scope, key) hash."""
-
-    claim: str
-    memory_id: UUID
-    user_id: str
-
-
-@dataclass(frozen=True, slots=True)
-class Fingerprint:
-    """The keyed fingerprint of a candidate's proposal and where the candidate stands."""
-
-    candidate_id: UUID
-    user_id: str
-    fingerprint: str
-    subject_memory_id: UUID | None
-    state: str
-    changed_at: datetime
+__all__ = ["LedgerRecorder", "Transaction"]
 
 
 class Transaction:
@@ -72,13 +47,8 @@ class Transaction:
     def __init__(self) -> None:
         self.steps: list[tuple[Statement, tuple[Any, ...]]] = []
 
-    def add(self, statement: Statement | bytes, *params: Any) -> None:
-        """Append one statement; `params` fill its placeholders in order.
-
-        Bytes are a statement without parameters.
-        """
-        if isinstance(statement, bytes):
-            statement = Statement(statement)
+    def add(self, statement: Statement, *params: Any) -> None:
+        """Append one statement; `params` fill its placeholders in order."""
         self.steps.append((statement, params))
 
 
@@ -98,7 +68,7 @@ class LedgerRecorder(PostgresApplicationRecorder):
 
         def prepare(template: str, types: str, *tables: Composable) -> Statement:
             # `types`: the parameters' PostgreSQL types, `$1` first.
-            text = _render(SQL(template).format(*tables))
+            text = render(SQL(template).format(*tables))
             return Statement(text, tuple(oid(name) for name in types.split()))
 
         self._insert_key = prepare(
@@ -169,6 +139,10 @@ class LedgerRecorder(PostgresApplicationRecorder):
         Returns the events' notification ids (None when there were no events). A claim
         conflict raises an IntegrityError whose cause keeps the constraint's name.
         """
+        # The library's own save path (taken with an aggregate cache or snapshots) passes the
+        # tracking of a process application, which the ledger is not: always None here.
+        if changes.pop("tracking", None) is not None:
+            raise ProgrammingError("the ledger records no tracking")
         transaction = self._transaction(stored_events, **changes)
         if not transaction.steps:
             return None

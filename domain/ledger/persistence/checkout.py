@@ -1,14 +1,10 @@
 """A save's connection round, taken straight from the pool: getconn, the work, putconn.
 
-The library's `PostgresDatastore.get_connection` wraps `pool.connection()`, which wraps
-`getconn`/`putconn` in `with conn:` (a commit call on an autocommit connection), and adds
-`pool.open()` and a type-adapter loop on every checkout: ~5.2 µs a round against ~2.0 µs for
-getconn/putconn alone (measured in-process, 50k rounds). A save needs neither wrapper: the
-pipeline leaves the connection idle whatever happens, and uses no composite types. What the
-wrapper did that matters is kept: psycopg errors are raised as the library's persistence
-errors (so the recorder's retry still meets OperationalError, and the ledger IntegrityError),
-and `putconn` still discards a broken or closed connection. While the pool is not open yet
-(or closed), the library's path runs, which opens it.
+`with_connection(datastore, work)` runs `work(conn)` on a pooled connection and raises psycopg
+errors as the library's persistence errors (mapped as `PostgresDatastore.get_connection`
+maps them); a broken or closed connection is discarded by the pool. While the pool is not
+open (or closed), the library's own `get_connection` runs, which opens it. Why the library's
+path is skipped otherwise: docs/ledger.md.
 """
 
 from __future__ import annotations

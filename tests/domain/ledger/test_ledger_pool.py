@@ -9,7 +9,7 @@ from api.bootstrap import build_pool, postgres_env
 from api.settings import Settings
 from domain.ledger.keyring import MasterKeyring
 from domain.ledger.ledger import MemoryLedger
-from domain.ledger.pool import LifoConnectionPool, LifoReadPool
+from domain.ledger.persistence.pool import LifoConnectionPool, LifoReadPool
 from domain.model.values import Scope
 
 

@@ -1,0 +1,124 @@
+"""Forgetting: append the tombstone and destroy the key, in one transaction (crypto-shredding).
+
+A forgotten memory's sealed fields can never be read again, by any replay: its data key, the
+keys of candidates about it, its key claim and their fingerprints go with the tombstone's
+transaction. `complete_shredding` finishes the job after a key table was restored from backup.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from uuid import UUID
+
+from eventsourcing.persistence import ApplicationRecorder
+from eventsourcing.utils import get_topic
+
+from domain.errors import NotFound
+from domain.ledger.results import Outcome
+from domain.ledger.retries import retrying
+from domain.ledger.store import AggregateStore
+from domain.model.candidate import MemoryCandidate
+from domain.model.memory import Memory
+from domain.model.memory_settings import MemorySettings
+from domain.model.values import Scope, check_key
+
+__all__ = ["Forgetting"]
+
+
+class Forgetting:
+    """Forget one memory, erase a whole user, and destroy keys that outlived their tombstone."""
+
+    def __init__(
+        self,
+        store: AggregateStore,
+        recorder: ApplicationRecorder,
+        clock: Callable[[], datetime],
+    ) -> None:
+        self.store = store
+        self.keys = store.keys
+        self.recorder = recorder
+        self.clock = clock
+
+    def forget(self, user_id: str, memory_id: UUID) -> Outcome:
+        """Irrecoverably forget (section 9.4): append the tombstone, destroy the key, done.
+
+        One transaction appends the tombstone and deletes the memory's data key, the keys of
+        candidates about it, its key claim and their fingerprints: a crash leaves all or none.
+        """
+
+        def attempt() -> Outcome:
+            memory = self.store.memory(user_id, memory_id)
+            memory.forget(self.clock())
+            position = self.store.save(memory, shred_memories=[memory.id])
+            self.keys.forget_cached([memory.id])
+            return Outcome("forgotten", position=position)
+
+        outcome = retrying(attempt)
+        # Candidate keys tied to this memory were shredded too; drop any cached copy of them.
+        self.keys.forget_all_cached()
+        return outcome
+
+    def forget_by_key(self, user_id: str, scope: Scope, memory_key: str) -> Outcome:
+        """Forget the live memory holding this key in this scope (legacy DELETE by key)."""
+        memory = self.store.find_by_key(user_id, scope, check_key(memory_key))
+        if memory is None or memory.is_forgotten:
+            raise NotFound(f"no memory with key {memory_key!r} in {scope.label()}")
+        return self.forget(user_id, memory.id)
+
+    def erase_user(self, user_id: str) -> Outcome:
+        """Forget every memory, shred every candidate and reset the settings of one user.
+
+        One transaction: tombstones for all live memories, expiry of pending candidates, and
+        the deletion of every data key, claim and fingerprint the user has.
+        """
+
+        def attempt() -> Outcome:
+            now = self.clock()
+            changed: list[Memory | MemoryCandidate | MemorySettings] = []
+            for memory_id in self.keys.owned_keys(user_id, "memory"):
+                memory = self.store.memory(user_id, memory_id, live=False)
+                if not memory.is_forgotten:
+                    memory.forget(now)
+                    changed.append(memory)
+            for candidate_id in self.keys.owned_keys(user_id, "candidate"):
+                candidate = self.store.candidate(user_id, candidate_id)
+                if candidate.status == "pending":
+                    candidate.expire()
+                    changed.append(candidate)
+            settings = self.store.settings(user_id)
+            if settings is not None:
+                settings.erase()
+                changed.append(settings)
+            position = self.store.save(*changed, shred_users=[user_id])
+            return Outcome("erased", position=position)
+
+        outcome = retrying(attempt)
+        self.keys.forget_all_cached()
+        return outcome
+
+    def complete_shredding(self, page: int = 1000) -> int:
+        """Destroy every key that outlived its tombstone or rejection; returns how many.
+
+        Forgetting deletes keys in the tombstone's own transaction, so this finds nothing on a
+        healthy ledger. It makes shredding hold even after the key table was restored from a
+        backup taken before a forget; `serve` and the projection worker run it at start-up.
+        """
+        forgotten = get_topic(Memory.Forgotten)
+        topics = [
+            forgotten,
+            get_topic(MemoryCandidate.Rejected),
+            get_topic(MemoryCandidate.Expired),
+        ]
+        destroyed, start = 0, 1
+        while notes := self.recorder.select_notifications(start, page, topics=topics):
+            memories = [UUID(str(n.originator_id)) for n in notes if n.topic == forgotten]
+            candidates = [UUID(str(n.originator_id)) for n in notes if n.topic != forgotten]
+            held = self.keys.count_held(memories + candidates)
+            if held:
+                self.store.save(shred_memories=memories, shred_keys=candidates)
+                destroyed += held
+            start = notes[-1].id + 1
+        if destroyed:
+            self.keys.forget_all_cached()
+        return destroyed

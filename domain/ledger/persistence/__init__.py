@@ -1,0 +1,78 @@
+"""The ledger's PostgreSQL persistence: the only code in domain/ that touches psycopg, psycopg_pool,
+eventsourcing.postgres or any library's internals (import-linter enforces the imports).
+
+    factory     LedgerFactory: eventsourcing's PostgresFactory with a LIFO pool and a session lock
+                timeout (MemoryLedger names it in its env: PERSISTENCE_MODULE)
+    recorder    LedgerRecorder: writes events and side-table rows in one transaction
+    pipeline    one write as one libpq pipeline of prepared statements
+    checkout    a save's connection taken straight from the pool
+    pool        LIFO connection pools (the ledger's and the API's read pool)
+    saving      `record`: a save past Application.save; `lost_claim`: which constraint failed
+    tables      the side tables' DDL and the rows a save writes (NewDataKey, Claim, Fingerprint)
+    key_table   the data-key table's SQL (DataKeyStore, in domain/ledger/keystore.py, caches)
+    lookups     claim and fingerprint look-ups made before a write
+    reads       one-statement reads in autocommit, retried on a dropped connection
+    codec       the sealing mapper's fast JSON and event construction
+    sealed_state  `clear_json`: the sealed format's clear part, in SQL
+
+Library internals relied on, each with the test that pins it (tests/domain/ledger/...):
+
+- psycopg_pool's private `ConnectionPool._get_ready_connection` and the state it reads (`_pool`,
+  `_nconns_min`, `_waiting`, `_stats`, `_REQUESTS_ERRORS`), overridden with a LIFO copy (pool):
+  test_ledger_pool.py::test_sequential_checkouts_reuse_the_connection_returned_last,
+  test_ledger_pool.py::test_concurrent_checkouts_take_the_most_recently_returned_first,
+  test_ledger_pool.py::test_the_read_pool_reuses_the_connection_returned_last.
+- The class of the pool eventsourcing's PostgresDatastore built is switched in place (pool):
+  test_ledger_pool.py::test_the_ledger_pool_is_lifo.
+- psycopg_pool's private `ConnectionPool._configure`, replaced before the pool opens, chaining
+  PostgresDatastore.after_connect_func() (factory):
+  test_ledger_pool.py::test_every_ledger_connection_has_the_lock_timeout_for_its_session,
+  test_ledger_faults.py::test_a_save_blocked_on_the_events_lock_gives_up_and_its_retry_writes_once.
+- libpq pipeline mode through psycopg's low-level `pq` objects (`enter_pipeline_mode`,
+  `send_prepare`, `send_query_prepared`, `pipeline_sync`, `get_result`), `Connection.wait` with
+  a `psycopg.waiting` generator, `psycopg.adapt.Transformer.set_dumper_types`/`dump_sequence`,
+  `psycopg.errors.error_from_result`, and psycopg deallocating every prepared statement after a
+  ROLLBACK it sees (pipeline):
+  test_write_pipeline.py::test_a_statement_used_twice_before_it_is_prepared_runs_twice,
+  test_write_pipeline.py::test_a_failing_statement_rolls_back_the_whole_write_and_leaves_the_connection_idle,
+  test_write_pipeline.py::test_statements_deallocated_by_psycopg_are_prepared_again,
+  test_write_pipeline.py::test_a_write_on_a_dropped_connection_raises_an_operational_error,
+  test_write_pipeline.py::test_parameters_are_dumped_by_the_declared_types,
+  test_write_pipeline.py::test_a_parameter_that_cannot_be_dumped_fails_the_write_without_hanging.
+- PostgresDatastore.get_connection bypassed by `getconn`/`putconn`, with its error mapping
+  copied (checkout):
+  test_ledger_checkout.py::test_the_connection_goes_back_to_the_pool_after_the_work,
+  test_ledger_checkout.py::test_psycopg_errors_are_raised_as_the_library_maps_them,
+  test_ledger_checkout.py::test_a_connection_broken_during_the_work_is_discarded_not_reused,
+  test_ledger_checkout.py::test_a_closed_pool_is_opened_by_the_library_path,
+  test_ledger_checkout.py::test_a_pool_timeout_is_raised_as_the_library_s_operational_error.
+- PostgresApplicationRecorder's `sql_create_statements`, `events_table_name`, `channel_name`
+  and `datastore.originator_id_type`, and its insert's statements (LOCK TABLE as in its
+  `_lock_table`, NOTIFY, the INSERT) re-issued by `insert_events` (recorder):
+  test_ledger_faults.py::test_a_failure_inside_the_forget_transaction_changes_nothing,
+  test_ledger_faults.py::test_a_save_blocked_on_the_events_lock_gives_up_and_its_retry_writes_once.
+- Application.save bypassed: `repository.cache`, `snapshots`, `mapper.to_stored_event`,
+  `collect_events` and `recorder.insert_events(**kwargs)`, whose library path passes `tracking`
+  (saving):
+  test_saving.py::test_the_bypass_and_the_librarys_save_write_the_same_events_and_rows,
+  test_saving.py::test_with_an_aggregate_cache_the_librarys_save_runs_and_keeps_the_cache.
+- psycopg's `Diagnostic.constraint_name`, reached through the `__cause__` the library chains to
+  its IntegrityError (saving.lost_claim):
+  test_ledger_concurrency.py::test_twenty_creates_of_the_same_key_make_one_memory.
+- CPython's `json.encoder.c_make_encoder` (positional signature) and the JSONTranscoder's
+  `encoder` attribute (codec.encoder):
+  test_sealing_encoding.py::test_encoder_writes_the_transcoders_bytes,
+  test_sealing_encoding.py::test_encoder_writes_the_transcoders_bytes_for_escapes_and_special_floats,
+  test_sealing_encoding.py::test_a_sealed_created_event_is_byte_identical_to_the_library_encoding.
+- CPython's `JSONDecoder.scan_once`, through the JSONTranscoder's `decoder` (codec.decoder):
+  test_sealing_encoding.py::test_decoder_reads_what_the_transcoder_reads,
+  test_sealing_encoding.py::test_decoder_answers_odd_input_exactly_as_the_transcoder.
+- Events built as Mapper.to_domain_event builds them: `object.__new__` and a `__dict__` set
+  (codec.new_event):
+  test_sealing_mapper.py::test_personal_fields_are_sealed_and_audit_fields_stay_clear,
+  test_sealing_mapper.py::test_old_event_versions_are_upcast_after_decryption.
+
+The pins of psycopg and psycopg-pool (3.3.x) in pyproject.toml follow from this list: a new
+minor release is taken only once these tests pass with it. Why each shortcut exists, and what
+it measured, is in docs/ledger.md.
+"""

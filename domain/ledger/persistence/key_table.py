@@ -1,0 +1,102 @@
+"""The SQL of the data-key table: insert a user's key, look keys up, count them, re-wrap them.
+
+`DataKeyStore` (domain/ledger/keystore.py) owns the caching and the crypto; this module only
+reads and writes rows. Keys are inserted and deleted with events by `LedgerRecorder`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+from uuid import UUID
+
+from psycopg.sql import SQL
+
+from domain.ledger.persistence import reads
+from domain.ledger.persistence.reads import Connections
+from domain.ledger.persistence.tables import DATA_KEYS, table
+
+__all__ = ["KeyTable", "Rewrap"]
+
+Rewrap = Callable[[str, UUID, bytes], tuple[str, bytes]]
+"""(master key id, key id, wrapped) -> the same key wrapped under the active master key."""
+
+
+class KeyTable:
+    """The rows of `memledger_data_keys` in one schema, read through `connections`."""
+
+    def __init__(self, connections: Connections) -> None:
+        self.connections = connections
+        self._table = table(connections.schema or "public", DATA_KEYS)
+        self._sql_insert_user_key = reads.render(
+            SQL(
+                "INSERT INTO {} (key_id, user_id, kind, master_key_id, wrapped)"
+                " VALUES (%s, %s, 'user', %s, %s) ON CONFLICT (key_id) DO NOTHING"
+            ).format(self._table)
+        )
+        self._sql_select_keys = reads.render(
+            SQL("SELECT key_id, master_key_id, wrapped FROM {} WHERE key_id = ANY(%s)").format(
+                self._table
+            )
+        )
+        self._sql_owned_keys = reads.render(
+            SQL("SELECT key_id FROM {} WHERE user_id = %s AND kind = %s").format(self._table)
+        )
+        self._sql_count_held = reads.render(
+            SQL(
+                "SELECT count(*) AS n FROM {} WHERE key_id = ANY(%s) OR subject_memory_id = ANY(%s)"
+            ).format(self._table)
+        )
+
+    def insert_user_key(self, key_id: UUID, user_id: str, master_id: str, wrapped: bytes) -> None:
+        """Insert a user's key unless one is there already (the first insert wins)."""
+        reads.execute(
+            self.connections, self._sql_insert_user_key, (key_id, user_id, master_id, wrapped)
+        )
+
+    def wrapped(self, key_ids: Iterable[UUID]) -> list[tuple[UUID, str, bytes]]:
+        """(key id, master key id, wrapped key) of each of these keys that still exists."""
+        rows = reads.fetch_all(self.connections, self._sql_select_keys, (list(key_ids),))
+        return [(row["key_id"], row["master_key_id"], bytes(row["wrapped"])) for row in rows]
+
+    def owned(self, user_id: str, kind: str) -> list[UUID]:
+        """Ids of the live keys of one kind that belong to a user."""
+        rows = reads.fetch_all(self.connections, self._sql_owned_keys, (user_id, kind))
+        return [row["key_id"] for row in rows]
+
+    def count_held(self, aggregate_ids: list[UUID]) -> int:
+        """How many keys exist for these aggregates or for candidates about them."""
+        row = reads.fetch_one(
+            self.connections, self._sql_count_held, (aggregate_ids, aggregate_ids)
+        )
+        return int(row["n"]) if row else 0
+
+    def rewrap(self, active_id: str, batch_size: int, rewrap: Rewrap) -> int:
+        """Re-wrap up to `batch_size` keys not under `active_id`, in one transaction; how many.
+
+        Rows another rotation holds are skipped, never waited for.
+        """
+        with (
+            self.connections.get_connection() as conn,
+            conn.transaction(),
+            conn.cursor() as curs,
+        ):
+            curs.execute(
+                SQL(
+                    "SELECT key_id, master_key_id, wrapped FROM {} WHERE master_key_id <> %s"
+                    " LIMIT %s FOR UPDATE SKIP LOCKED"
+                ).format(self._table),
+                (active_id, batch_size),
+            )
+            rows: list[Any] = curs.fetchall()
+            for row in rows:
+                master_id, wrapped = rewrap(
+                    row["master_key_id"], row["key_id"], bytes(row["wrapped"])
+                )
+                curs.execute(
+                    SQL("UPDATE {} SET master_key_id = %s, wrapped = %s WHERE key_id = %s").format(
+                        self._table
+                    ),
+                    (master_id, wrapped, row["key_id"]),
+                )
+        return len(rows)

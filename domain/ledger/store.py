@@ -1,0 +1,125 @@
+"""Loading a user's aggregates, and saving aggregates with their side-table rows atomically."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, TypeVar
+from uuid import UUID
+
+from eventsourcing.application import AggregateNotFoundError, Application
+from eventsourcing.persistence import IntegrityError, PersistenceError
+
+from domain.errors import LedgerUnavailable, MemoryForgotten, NotFound
+from domain.ledger.hashes import KeyedHashes
+from domain.ledger.keystore import DataKeyStore
+from domain.ledger.persistence import saving
+from domain.ledger.persistence.lookups import Lookups
+from domain.ledger.persistence.tables import NewDataKey
+from domain.ledger.retries import ClaimTaken, Retry
+from domain.ledger.sealing import MissingDataKey
+from domain.model.candidate import MemoryCandidate
+from domain.model.memory import Memory
+from domain.model.memory_settings import MemorySettings, settings_id
+from domain.model.values import Scope
+
+__all__ = ["AggregateStore"]
+
+T = TypeVar("T")
+
+
+class AggregateStore:
+    """What every command loads and saves through.
+
+    Loading checks ownership: another user's aggregate is NotFound, like a missing one. A save
+    writes the aggregates' new events and the side-table rows (`new_keys`, `claims`,
+    `fingerprints`, `link_keys`, `shred_memories`, `shred_keys`, `shred_users`: see
+    `LedgerRecorder`) in one transaction; a lost race raises Retry (ClaimTaken for a key claim)
+    and any other persistence failure LedgerUnavailable.
+    """
+
+    def __init__(
+        self,
+        application: Application[UUID],
+        keys: DataKeyStore,
+        hashes: KeyedHashes,
+        lookups: Lookups,
+    ) -> None:
+        self._application = application
+        self.keys = keys
+        self.hashes = hashes
+        self.lookups = lookups
+
+    # -- loading -----------------------------------------------------------------------------
+
+    def get(self, aggregate_id: UUID) -> object:
+        """Any aggregate by id, whoever owns it (AggregateNotFoundError when there is none)."""
+        return self._application.repository.get(aggregate_id)
+
+    def load(self, cls: type[T], user_id: str, aggregate_id: UUID) -> T:
+        """The user's aggregate of this class (NotFound otherwise)."""
+        try:
+            aggregate = self.get(aggregate_id)
+        except AggregateNotFoundError:
+            raise NotFound(f"{cls.__name__} {aggregate_id} not found") from None
+        if not isinstance(aggregate, cls) or getattr(aggregate, "user_id", None) != user_id:
+            raise NotFound(f"{cls.__name__} {aggregate_id} not found")
+        return aggregate
+
+    def memory(self, user_id: str, memory_id: UUID, *, live: bool = True) -> Memory:
+        """The user's memory; a forgotten one raises MemoryForgotten unless `live` is False."""
+        memory = self.load(Memory, user_id, memory_id)
+        if live and memory.is_forgotten:
+            raise MemoryForgotten(memory_id)
+        return memory
+
+    def candidate(self, user_id: str, candidate_id: UUID) -> MemoryCandidate:
+        """The user's candidate, in any state."""
+        return self.load(MemoryCandidate, user_id, candidate_id)
+
+    def settings(self, user_id: str) -> MemorySettings | None:
+        """The user's settings aggregate (None until first changed)."""
+        try:
+            settings = self.get(settings_id(user_id))
+        except AggregateNotFoundError:
+            return None
+        assert isinstance(settings, MemorySettings)
+        return settings
+
+    def find_by_key(self, user_id: str, scope: Scope, memory_key: str) -> Memory | None:
+        """The memory holding this key claim (forgotten ones included: the claim is released
+        in the tombstone's own transaction, so a forgotten holder is a race being lost)."""
+        holder = self.lookups.claim_holder(self.hashes.claim(user_id, scope, memory_key))
+        if holder is None:
+            return None
+        return self.memory(user_id, holder, live=False)
+
+    # -- saving ------------------------------------------------------------------------------
+
+    def save(
+        self, *aggregates: Any, new_keys: Sequence[NewDataKey] = (), **changes: Any
+    ) -> int | None:
+        """Save aggregates and side-table rows atomically; returns the last position."""
+        try:
+            position = saving.record(
+                self._application, aggregates, {"new_keys": new_keys, **changes}
+            )
+        except IntegrityError as error:
+            self.keys.discard(new_keys)
+            if saving.lost_claim(error):
+                raise ClaimTaken("key claimed concurrently") from error
+            raise Retry("aggregate changed concurrently") from error
+        except PersistenceError as error:
+            self.keys.discard(new_keys)
+            raise LedgerUnavailable(str(error)) from error
+        except MissingDataKey as error:  # shredded by a concurrent forget while sealing
+            self.keys.discard(new_keys)
+            raise Retry(str(error)) from error
+        except BaseException:
+            self.keys.discard(new_keys)
+            raise
+        self.keys.unstage(new_keys)
+        return position
+
+    def position(self) -> int:
+        """The ledger's latest position (0 when empty)."""
+        return self._application.recorder.max_notification_id() or 0
