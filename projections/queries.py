@@ -15,12 +15,12 @@ from psycopg.sql import SQL, Composed
 from psycopg_pool import ConnectionPool
 
 from domain.model.values import Scope
-from projections.profile_rules import FIELDS
 from projections.search import MAX_LIMIT
 from projections.search_fetch import fetch_candidates
 from projections.tables import Tables
 from projections.views.active_memories import COLUMNS as MEMORY_COLUMNS
 from projections.views.profile_changes import TABLE as PROFILE_CHANGES
+from projections.views.profile_rules import FIELDS
 
 __all__ = ["InvalidCursor", "Page", "Reads"]
 

@@ -38,8 +38,8 @@ from domain.ledger.ledger import MemoryLedger
 from domain.ledger.sealing import clear_json
 from projections.base import Projection
 from projections.envelope import Envelope
-from projections.rebuild_lanes import Fill, fill_lanes
-from projections.rebuild_reading import Read, events_table
+from projections.rebuild.lanes import Fill, fill_lanes
+from projections.rebuild.reading import Read, events_table
 
 __all__ = ["Unpartitionable", "can_partition", "end_sessions", "fill_partitioned"]
 

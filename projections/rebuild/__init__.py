@@ -6,8 +6,8 @@ brings both table sets to the same position, compares them row for row, drops th
 tables and renames the fresh ones (and their indexes) into place.
 
 Filling runs in several forked processes, each over a share of the users
-(projections/rebuild_processes.py), when every projection allows it; else in this process,
-pipelined (projections/rebuild_lanes.py). Secondary indexes are built once the tables are
+(projections/rebuild/processes.py), when every projection allows it; else in this process,
+pipelined (projections/rebuild/lanes.py). Secondary indexes are built once the tables are
 full.
 """
 
@@ -26,7 +26,7 @@ from psycopg_pool import ConnectionPool
 
 from domain.ledger.ledger import MemoryLedger
 from projections.base import Projection
-from projections.rebuild_lanes import (
+from projections.rebuild.lanes import (
     Fill,
     apply,
     build_indexes,
@@ -34,8 +34,8 @@ from projections.rebuild_lanes import (
     fill_lanes,
     rare_collections,
 )
-from projections.rebuild_processes import Unpartitionable, can_partition, fill_partitioned
-from projections.rebuild_reading import ReadAhead, ledger_reader
+from projections.rebuild.processes import Unpartitionable, can_partition, fill_partitioned
+from projections.rebuild.reading import ReadAhead, ledger_reader
 from projections.tables import Tables
 from projections.tracking import locked_position, set_position
 

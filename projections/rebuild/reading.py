@@ -3,7 +3,7 @@
 `ReadAhead` runs a reader thread that fetches and decodes the next batches while the caller
 applies the current one. What it reads is a `Read` function: all of the ledger's events
 (`ledger_reader`), or one process's share of them in a partitioned rebuild
-(projections/rebuild_processes.py).
+(projections/rebuild/processes.py).
 """
 
 from __future__ import annotations

@@ -10,8 +10,8 @@ import logging
 import pytest
 
 from domain.model.events import REDACTED
-from projections import profile_rules
-from projections.profile_rules import FIELDS, MemoryFacts, Rule, derive
+from projections.views import profile_rules
+from projections.views.profile_rules import FIELDS, MemoryFacts, Rule, derive
 
 
 def facts(content: str, category: str = "preference", key: str = "note") -> MemoryFacts:

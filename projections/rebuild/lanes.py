@@ -23,7 +23,7 @@ from psycopg.sql import SQL, Composed
 from domain.ledger.sealing import SealingMapper
 from projections.base import Projection
 from projections.envelope import Envelope
-from projections.rebuild_reading import AHEAD, Read, ReadAhead
+from projections.rebuild.reading import AHEAD, Read, ReadAhead
 from projections.tables import Tables
 
 __all__ = [

@@ -27,12 +27,12 @@ from domain.ledger.ledger import MemoryLedger
 from domain.model.events import REDACTED
 from domain.model.text import normalise_content
 from domain.model.values import Scope
-from projections import profile_rules
 from projections.envelope import Envelope, decode_batch
-from projections.profile_rules import MemoryFacts, Rule, derive
 from projections.rebuild import _replay, rebuild
 from projections.registry import all_projections
 from projections.tables import Tables
+from projections.views import profile_rules
+from projections.views.profile_rules import MemoryFacts, Rule, derive
 from projections.worker import ProjectionWorker
 
 GLOBAL, LEARNING = Scope.global_(), Scope.workspace("learning")
