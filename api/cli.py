@@ -16,8 +16,8 @@ from api.settings import Settings
 
 if TYPE_CHECKING:
     from domain.ledger.ledger import MemoryLedger
-    from projections.embedding.service import EmbeddingService
     from projections.worker import ProjectionWorker
+    from retrieval.vectors.service import EmbeddingService
 
 __all__ = ["app", "main"]
 
@@ -64,8 +64,8 @@ def serve(
     )
     from api.middleware import configure_logging
     from domain.ledger.keyring import KeyringError
-    from projections.calibration import Background
-    from projections.glossary import shared_glossary
+    from retrieval.calibration import Background
+    from retrieval.glossary import shared_glossary
 
     settings = _settings(dev=dev)
     try:

@@ -15,12 +15,12 @@ from psycopg.sql import SQL, Composed
 from psycopg_pool import ConnectionPool
 
 from domain.model.values import Scope
-from projections.search import MAX_LIMIT
-from projections.search_fetch import fetch_candidates
 from projections.tables import Tables
 from projections.views.active_memories import COLUMNS as MEMORY_COLUMNS
 from projections.views.profile_changes import TABLE as PROFILE_CHANGES
 from projections.views.profile_rules import FIELDS
+from retrieval.fetch import fetch_candidates
+from retrieval.lexical import MAX_LIMIT
 
 __all__ = ["InvalidCursor", "Page", "Reads"]
 
@@ -251,7 +251,7 @@ class Reads:
 
         From the search_terms projection: the user's active, unexpired, visible memories (a
         global one hidden by a visible workspace one with its key left out, as `shadow_global`
-        would) that can rank within the first `limit`; see projections/search_fetch.py.
+        would) that can rank within the first `limit`; see retrieval/fetch.py.
         """
         with self.pool.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
             return fetch_candidates(

@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from projections.base import Projection
-from projections.embedding.service import EmbeddingService
 from projections.views.active_memories import ActiveMemories
 from projections.views.audit_log import AuditLog
 from projections.views.candidates import Candidates
@@ -15,6 +14,7 @@ from projections.views.profile import Profile
 from projections.views.search_terms import SearchTerms
 from projections.views.tombstones import Tombstones
 from projections.views.user_revisions import UserRevisions
+from retrieval.vectors.service import EmbeddingService
 
 __all__ = ["all_projections", "main_projections", "select"]
 

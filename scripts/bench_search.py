@@ -5,7 +5,7 @@ Fills the search projection (`active_memories`) directly with COPY: --total rows
 searcher) holds --user-memories (default 10,000) across global and the three workspaces, some
 suppressed or expired. Then runs --queries queries (default 200: words and CJK bigrams of the
 user's memories, memory keys, category words, and queries matching nothing) through the very
-search the `search_core_memories` tool runs (`projections.query_cache.MemorySearch`, in-process,
+search the `search_core_memories` tool runs (`retrieval.search.MemorySearch`, in-process,
 no HTTP): with the cache off, with the cache on and cold (every query a miss), and with the
 cache on and warm (every query a hit). In the same run, alternating in --rounds rounds, a
 primary-key SELECT of one of the user's memories through the same `Reads` (the floor). Prints
@@ -62,11 +62,16 @@ from psycopg_pool import ConnectionPool
 from api.embedded import ensure_schema, start_embedded_postgres
 from domain.model.text import normalise_key
 from domain.policy import visible_scopes
-from projections import search as search_module
 from projections.queries import _MEMORY, Reads
-from projections.query_cache import MemorySearch, QueryCache
 from projections.registry import all_projections
-from projections.search import (
+from projections.tables import Tables
+from projections.tracking import TRACKING
+from projections.views.active_memories import COLUMNS
+from projections.views.search_terms import COLUMNS as TERM_COLUMNS
+from projections.views.search_terms import SearchTerms, prefixed_terms, stored_key_terms
+from projections.worker import ensure_tables
+from retrieval import lexical as search_module
+from retrieval.lexical import (
     CATEGORY_WORDS,
     DEFAULT_LIMIT,
     Candidate,
@@ -75,12 +80,7 @@ from projections.search import (
     query_terms,
     search,
 )
-from projections.tables import Tables
-from projections.tracking import TRACKING
-from projections.views.active_memories import COLUMNS
-from projections.views.search_terms import COLUMNS as TERM_COLUMNS
-from projections.views.search_terms import SearchTerms, prefixed_terms, stored_key_terms
-from projections.worker import ensure_tables
+from retrieval.search import MemorySearch, QueryCache
 
 _HYBRID_LABELS = {
     "hybrid_off": "hybrid search, cache off",

@@ -1,4 +1,4 @@
-"""One way for tests to build the rows lexical and hybrid ranking work on (projections.search)."""
+"""One way for tests to build the rows lexical and hybrid ranking work on (retrieval.lexical)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from datetime import datetime
 from typing import Any
 from uuid import uuid4
 
-from projections.search import Candidate
+from retrieval.lexical import Candidate
 
 
 def search_candidate(

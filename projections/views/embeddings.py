@@ -12,7 +12,7 @@ slow, and must hold back neither the other projections nor a forget behind it. R
 without a vector (the embedder was off or failing) are filled later by `backfill`, a few at a
 time, from the memory's content in search_terms at the same revision, whenever the worker is
 caught up and the embedder answers. Every change of a user's vectors renews their stamp in
-`embedding_stamps` (projections/embedding/matrix.py) and drops their matrices cached in this
+`embedding_stamps` (retrieval/vectors/matrix.py) and drops their matrices cached in this
 process, so search never scores with vectors that changed or were deleted.
 
 Vectors are personal data derived from content: they live here only, are never logged,
@@ -32,9 +32,6 @@ from psycopg.sql import SQL, Composed
 
 from domain.model.events import REDACTED
 from projections.base import Projection
-from projections.embedding.embedder import passage_text, to_bytes
-from projections.embedding.matrix import STAMPS
-from projections.embedding.service import EmbeddingService
 from projections.envelope import Envelope
 from projections.memory_kinds import CONTENT as _CONTENT
 from projections.memory_kinds import CREATED as _CREATED
@@ -43,6 +40,9 @@ from projections.memory_kinds import MEMORY_KINDS as _KINDS
 from projections.tables import Tables
 from projections.views._memory_rows import MEMORY_ID
 from projections.views._rows import Column, RowChanges, column_names, column_types, create_table
+from retrieval.vectors.embedder import passage_text, to_bytes
+from retrieval.vectors.matrix import STAMPS
+from retrieval.vectors.service import EmbeddingService
 
 __all__ = ["BACKFILL_BATCH", "COLUMNS", "Embeddings"]
 

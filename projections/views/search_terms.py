@@ -1,6 +1,6 @@
 """Search terms: each live memory with the ranker's document terms, under a per-user GIN index.
 
-`terms` holds `index_terms(memory_key, content)` (projections/search.py), each prefixed with
+`terms` holds `index_terms(memory_key, content)` (retrieval/lexical.py), each prefixed with
 `user_id:` so that a GIN lookup only meets the user's own rows. A forgotten memory leaves no
 row; a memory whose personal fields were redacted keeps its row but has no terms.
 """
@@ -16,7 +16,6 @@ from psycopg.sql import SQL, Composed, Identifier
 from domain.model.events import REDACTED
 from projections.base import Projection
 from projections.envelope import Envelope
-from projections.search import index_terms, key_terms
 from projections.tables import Tables
 from projections.views._memory_rows import (
     MEMORY_ID,
@@ -25,6 +24,7 @@ from projections.views._memory_rows import (
     fold_memory_events,
 )
 from projections.views._rows import Column, RowChanges, column_names, column_types, create_table
+from retrieval.lexical import index_terms, key_terms
 
 __all__ = ["COLUMNS", "SEP", "SearchTerms", "prefixed_terms"]
 

@@ -12,13 +12,13 @@ import pytest
 from psycopg import sql
 
 from domain.ledger.ledger import MemoryLedger
-from projections.embedding.service import EmbeddingService
 from projections.rebuild import rebuild
 from projections.rebuild.processes import can_partition, end_sessions
 from projections.registry import all_projections, select
 from projections.tables import Tables
 from projections.views.active_memories import ActiveMemories
 from projections.worker import ProjectionWorker
+from retrieval.vectors.service import EmbeddingService
 from tests.projections.test_projections import scenario, snapshot
 
 USERS = 8  # scenarios of two users each: both halves of the users get events

@@ -11,9 +11,9 @@ from domain.policy import visible_scopes
 from projections.queries import Reads
 from projections.rebuild import rebuild
 from projections.registry import all_projections
-from projections.search import Candidate, index_terms, search
 from projections.tables import Tables
 from projections.worker import ProjectionWorker
+from retrieval.lexical import Candidate, index_terms, search
 
 LEARNING = Scope.workspace("learning")
 

@@ -11,12 +11,12 @@ import numpy as np
 import pytest
 
 from domain.model.text import normalise_content
-from projections.background_texts import CHINESE, ENGLISH
-from projections.calibration import TOP_K, Background, is_cjk
-from projections.embedding.embedder import Vectors, normalised
-from projections.embedding.service import EmbeddingService
-from projections.hybrid import MIN_RELEVANCE, HybridRanker, relevance
-from projections.search import Candidate, LexicalRanker
+from retrieval.background_texts import CHINESE, ENGLISH
+from retrieval.calibration import TOP_K, Background, is_cjk
+from retrieval.hybrid import MIN_RELEVANCE, HybridRanker, relevance
+from retrieval.lexical import Candidate, LexicalRanker
+from retrieval.vectors.embedder import Vectors, normalised
+from retrieval.vectors.service import EmbeddingService
 from tests.search_candidates import search_candidate
 
 NOW = datetime(2026, 11, 30, tzinfo=UTC)

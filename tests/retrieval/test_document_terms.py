@@ -16,8 +16,8 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from domain.model.text import normalise_content
-from projections import search
-from projections.search import document_terms, index_terms, key_terms
+from retrieval import lexical as search
+from retrieval.lexical import document_terms, index_terms, key_terms
 
 
 def defined_terms(text: str) -> frozenset[str]:

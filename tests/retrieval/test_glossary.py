@@ -1,4 +1,4 @@
-"""Bilingual evidence: English and Chinese met through a dictionary (projections/glossary.py)."""
+"""Bilingual evidence: English and Chinese met through a dictionary (retrieval/glossary.py)."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-from projections.glossary import Glossary, english_terms, fold, shared_glossary
-from projections.hybrid import MIN_RELEVANCE, TRANSLATED_WEIGHT, HybridRanker
-from projections.search import Candidate, LexicalRanker
+from retrieval.glossary import Glossary, english_terms, fold, shared_glossary
+from retrieval.hybrid import MIN_RELEVANCE, TRANSLATED_WEIGHT, HybridRanker
+from retrieval.lexical import Candidate, LexicalRanker
 from tests.search_candidates import search_candidate
 
 NOW = datetime(2026, 11, 30, tzinfo=UTC)

@@ -11,15 +11,15 @@ import pytest
 
 from domain.model.values import Scope
 from domain.policy import visible_scopes
-from projections import query_cache
-from projections.query_cache import (
+from retrieval import search as query_cache
+from retrieval.lexical import LexicalRanker, SearchResult
+from retrieval.search import (
     Found,
     MemorySearch,
     QueryCache,
     RevisionSnapshot,
     SearchKey,
 )
-from projections.search import LexicalRanker, SearchResult
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 

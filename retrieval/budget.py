@@ -3,7 +3,7 @@
 `estimate_tokens` must not undercount real tokenizers (section 10's budgets are promises to the
 agent's context window); `truncate` cuts long content at a sentence end or a space within a
 token budget. `CJK`/`word_char` say which characters belong to scripts written without spaces,
-which the search terms (projections/search.py) and clean cuts both need.
+which the search terms (retrieval/lexical.py) and clean cuts both need.
 """
 
 from __future__ import annotations

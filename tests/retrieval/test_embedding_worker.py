@@ -20,14 +20,14 @@ from api.deps import Services
 from api.metrics import Metrics
 from domain.ledger.ledger import MemoryLedger
 from domain.model.values import Scope
-from projections.embedding.embedder import EmbedderError, Vectors, from_bytes, passage_text
-from projections.embedding.matrix import read_vector_key
-from projections.embedding.service import EmbeddingService
 from projections.queries import Reads
 from projections.registry import main_projections
 from projections.views.embeddings import Embeddings
 from projections.worker import ProjectionWorker
-from tests.integration.test_vector_matrix import Words
+from retrieval.vectors.embedder import EmbedderError, Vectors, from_bytes, passage_text
+from retrieval.vectors.matrix import read_vector_key
+from retrieval.vectors.service import EmbeddingService
+from tests.retrieval.test_vector_matrix import Words
 
 pytestmark = pytest.mark.integration
 SECRET = "test-secret-of-at-least-32-bytes-long!"

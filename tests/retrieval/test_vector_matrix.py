@@ -15,16 +15,16 @@ import pytest
 from domain.ledger.ledger import MemoryLedger
 from domain.model.values import Scope
 from domain.policy import visible_scopes
-from projections.embedding.embedder import Vectors, normalised
-from projections.embedding.matrix import read_vector_key
-from projections.embedding.service import EmbeddingService
-from projections.embedding.store import VectorReads
-from projections.hybrid import HybridSource
 from projections.queries import Reads
-from projections.query_cache import MemorySearch
 from projections.registry import main_projections
 from projections.views.embeddings import Embeddings
 from projections.worker import ProjectionWorker
+from retrieval.hybrid import HybridSource
+from retrieval.search import MemorySearch
+from retrieval.vectors.embedder import Vectors, normalised
+from retrieval.vectors.matrix import read_vector_key
+from retrieval.vectors.service import EmbeddingService
+from retrieval.vectors.store import VectorReads
 from tests.conftest import Clock
 from tests.integration.test_ledger_shredding import pg_dump
 

@@ -1,7 +1,7 @@
 """Vector reads: the caller's visible, retrievable memories scored against a query vector.
 
 Exact scoring, which is enough at our scale (thousands of memories per user): the user's
-current vectors are one matrix in memory (projections/embedding/matrix.py), loaded in one
+current vectors are one matrix in memory (retrieval/vectors/matrix.py), loaded in one
 statement when the user's memories or vectors changed and otherwise taken from the
 `MatrixCache`; a search costs one short statement (the key), one matrix-vector product, a
 boolean mask for the visibility rules of the lexical fetch (user, scopes, active and unexpired,
@@ -26,13 +26,13 @@ from psycopg.rows import dict_row
 from psycopg.sql import SQL
 
 from domain.model.values import Scope
-from projections.embedding.embedder import Vectors
-from projections.embedding.matrix import UserVectors, load_user_vectors, read_vector_key
-from projections.embedding.matrix_cache import MatrixCache
 from projections.queries import Reads
 from projections.tables import Tables
 from projections.views.search_terms import COLUMNS as SEARCH_COLUMNS
 from projections.views.search_terms import SEP
+from retrieval.vectors.embedder import Vectors
+from retrieval.vectors.matrix import UserVectors, load_user_vectors, read_vector_key
+from retrieval.vectors.matrix_cache import MatrixCache
 
 __all__ = ["Similar", "Similarities", "VectorReads"]
 

@@ -46,7 +46,8 @@ from domain.model.text import normalise_content, normalise_key
 from domain.model.values import Scope
 from domain.policy import visible_scopes
 from projections.queries import Reads
-from projections.search import (
+from projections.tracking import TRACKING
+from retrieval.lexical import (
     DEFAULT_LIMIT,
     Candidate,
     LexicalRanker,
@@ -54,10 +55,9 @@ from projections.search import (
     SearchResult,
     search,
 )
-from projections.tracking import TRACKING
 
-if TYPE_CHECKING:  # the hybrid hook (issue 7): projections/hybrid.py
-    from projections.hybrid import HybridSource
+if TYPE_CHECKING:  # the hybrid hook (issue 7): retrieval/hybrid.py
+    from retrieval.hybrid import HybridSource
 
 __all__ = [
     "DEFAULT_MAX_ENTRIES",

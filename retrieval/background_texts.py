@@ -1,4 +1,4 @@
-"""Background texts for calibrating vector similarity (projections/calibration.py).
+"""Background texts for calibrating vector similarity (retrieval/calibration.py).
 
 Generic first-person statements of the kind a memory holds, about everyday life, work, study,
 family, health and habits: 156 in English, 154 in Chinese. They were written for this purpose and

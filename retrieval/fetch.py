@@ -35,9 +35,9 @@ from psycopg import Cursor
 from psycopg.sql import Composed
 
 from domain.model.values import Scope
-from projections.search import MAX_LIMIT, MIN_MATCHED, Candidate, LexicalQuery, document_terms
-from projections.search_sql import KEY, PHRASE, REST, Stage, Statements, statements
 from projections.views.search_terms import SEP
+from retrieval.fetch_sql import KEY, PHRASE, REST, Stage, Statements, statements
+from retrieval.lexical import MAX_LIMIT, MIN_MATCHED, Candidate, LexicalQuery, document_terms
 
 __all__ = ["SLACK", "fetch_candidates", "levels"]
 

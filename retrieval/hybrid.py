@@ -2,8 +2,8 @@
 
 `HybridSource` is what `MemorySearch` consults when embeddings are on: it embeds the query
 (cached), scores the caller's visible memories exactly against their matrix (kept in memory
-per user until their memories or vectors change: projections/embedding/store.py), turns the
-cosines of the most similar ones into *relevance* (projections/calibration.py: cosine minus the
+per user until their memories or vectors change: retrieval/vectors/store.py), turns the
+cosines of the most similar ones into *relevance* (retrieval/calibration.py: cosine minus the
 memory's hubness, CSLS-style) and hands them to a `HybridRanker`, to be ranked together with
 the lexical candidates, with every visible memory's similarity (`HybridFound.all`). The scope,
 status, shadowing, category and budget rules stay in `search()`, which sees only visible,
@@ -19,7 +19,7 @@ The fusion is deterministic and ordered in tiers:
    threshold. Ties: not due for review first (section 9.4 demotion), newer, then id.
 
 A memory's relevance is its calibrated vector relevance plus `TRANSLATED_WEIGHT` times its
-bilingual coverage (projections/glossary.py: how much of the query the memory holds through a
+bilingual coverage (retrieval/glossary.py: how much of the query the memory holds through a
 Chinese-English dictionary, 0..1). Only a memory with a vector gets it: the dictionary adds to
 vector evidence, it never admits a memory by itself. A memory that no query term matches must
 reach `MIN_RELEVANCE` to be returned at all: that keeps "no match returns nothing" true for
@@ -30,7 +30,7 @@ How the criterion and `MIN_RELEVANCE` were chosen (scripts/eval_retrieval.py --s
 -------------------------------------------------------------------------------------
 The labelled queries are split in two halves by a stable hash of their id; everything was
 chosen on the TUNING half and is reported on the HELD-OUT half. Candidates compared (e5-small
-q4, background of projections/background_texts.py, k = 10): raw cosine with one threshold;
+q4, background of retrieval/background_texts.py, k = 10): raw cosine with one threshold;
 cosine minus the query's mean top-k similarity to the background; full CSLS (2 cos - query
 term - memory hubness); cosine minus memory hubness; each also with a margin over the median of
 the user's memories. Cosine minus memory hubness separated best on the tuning half, and the
@@ -45,7 +45,7 @@ weight (in steps of 0.01) at which the highest score of an unrelated memory on t
 stays what it was without the dictionary (0.028, from a memory no gloss matches). With every
 matched gloss counting 1 that was 0.05 (at 0.06 a status trap reached 0.029), and the held-out
 half's closest unrelated memory came to 0.029 ("我老家是哪里的": 老家 and 国家 both gloss as
-"state"). Since a match counts by the specificity of its term (projections/glossary.py: an IDF
+"state"). Since a match counts by the specificity of its term (retrieval/glossary.py: an IDF
 over CC-CEDICT's glosses), and overlapping dictionary words count their characters once, the
 same rule gives 0.09 (at 0.10 "全真模拟考试" reaches 0.0296): tuning half R@5 / MRR 0.965 / 0.954
 -> 0.975 / 0.964, held-out 0.952 / 0.944 -> 0.952 / 0.947 with its closest unrelated memory at
@@ -77,13 +77,13 @@ import numpy as np
 
 from domain.model.text import normalise_content, normalise_key
 from domain.model.values import Scope
-from projections.calibration import Background, is_cjk
-from projections.embedding.embedder import Vectors
-from projections.embedding.service import EmbeddingService
-from projections.embedding.store import Similarities, VectorReads
-from projections.glossary import Evidence, Glossary, shared_glossary
 from projections.queries import Reads
-from projections.search import Candidate, Ranker, Scored, document_terms, query_terms
+from retrieval.calibration import Background, is_cjk
+from retrieval.glossary import Evidence, Glossary, shared_glossary
+from retrieval.lexical import Candidate, Ranker, Scored, document_terms, query_terms
+from retrieval.vectors.embedder import Vectors
+from retrieval.vectors.service import EmbeddingService
+from retrieval.vectors.store import Similarities, VectorReads
 
 __all__ = [
     "FETCH_FLOOR",
@@ -243,7 +243,7 @@ class HybridSource:
         self.pool = pool
         self.fetch_floor = fetch_floor
         self.glossary = glossary if glossary is not None else shared_glossary()
-        """Bilingual evidence (projections/glossary.py); the process's shared one by default."""
+        """Bilingual evidence (retrieval/glossary.py); the process's shared one by default."""
         self.translated_weight = translated_weight
 
     def version(self, lexical: Ranker) -> str:

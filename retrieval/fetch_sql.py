@@ -1,4 +1,4 @@
-"""The SQL of the staged search fetch (projections/search_fetch.py), one shape at a time.
+"""The SQL of the staged search fetch (retrieval/fetch.py), one shape at a time.
 
 A `Statements` renders, once per query shape (term weights, key or not, scopes, category
 filter), the statements the fetch runs; their parameters are named:
@@ -21,8 +21,8 @@ from typing import Any, Final
 
 from psycopg.sql import SQL, Composable, Composed, Literal
 
-from projections.search import MIN_MATCHED
 from projections.views.search_terms import COLUMNS
+from retrieval.lexical import MIN_MATCHED
 
 __all__ = ["KEY", "PHRASE", "REST", "STAGE", "Stage", "Statements", "statements"]
 

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
-from projections.embedding.matrix import UserVectors, VectorKey
+from retrieval.vectors.matrix import UserVectors, VectorKey
 
 __all__ = ["DEFAULT_IDLE", "DEFAULT_MAX_BYTES", "MatrixCache", "MatrixCacheState"]
 

@@ -5,7 +5,7 @@ Why: the bundled multilingual-e5-small scores an English question against a Chin
 threshold that keeps unrelated queries empty shuts out many cross-language answers. A dictionary
 can say what the vectors cannot be sure of: "teaching assistant" is 助教, 截止 is a deadline.
 `coverage(query, memory)` is how much of the query a memory holds *in the other language too*;
-projections/hybrid.py adds it, down-weighted, to the vector relevance of memories that have a
+retrieval/hybrid.py adds it, down-weighted, to the vector relevance of memories that have a
 vector (it never admits a memory on its own, and lexical search is untouched).
 
 Both sides are put in one space of English terms (lower case, stop words out, a light stemmer
@@ -16,7 +16,7 @@ that folds plurals, -ing/-ed/-ation and British -ise into one form):
   the glosses of each single content character no such word covers;
 - a query's *units*: each English content word, and each Chinese dictionary word (the longest
   ones only: 什么时候, not 时候) with its glosses, standing for its content characters
-  (function characters as in projections/search.py count nothing); a content character
+  (function characters as in retrieval/lexical.py count nothing); a content character
   outside every dictionary word is a unit no memory can match, so a query the dictionary does
   not understand keeps a low coverage.
 
@@ -50,7 +50,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Final
 
-from projections.search import STOP_CHARS, STOPWORDS
+from retrieval.lexical import STOP_CHARS, STOPWORDS
 
 __all__ = [
     "AFFIX_MIN",

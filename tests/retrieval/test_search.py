@@ -12,7 +12,8 @@ from domain.ledger.ledger import MemoryLedger
 from domain.model.values import Scope
 from domain.policy import visible_scopes
 from projections.queries import Reads
-from projections.search import (
+from projections.worker import ProjectionWorker
+from retrieval.lexical import (
     ELLIPSIS,
     ITEM_TOKENS,
     TOTAL_TOKENS,
@@ -24,7 +25,6 @@ from projections.search import (
     shadow_global,
     truncate,
 )
-from projections.worker import ProjectionWorker
 from tests.search_candidates import search_candidate
 
 NOW = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)

@@ -30,10 +30,10 @@ import numpy.typing as npt
 from psycopg.sql import SQL
 
 from domain.model.values import Scope
-from projections.embedding.embedder import DTYPE, Vectors
 from projections.queries import Reads
 from projections.tables import Tables
 from projections.tracking import TRACKING
+from retrieval.vectors.embedder import DTYPE, Vectors
 
 __all__ = ["STAMPS", "UserVectors", "VectorKey", "load_user_vectors", "read_vector_key"]
 

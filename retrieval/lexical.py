@@ -16,7 +16,7 @@ below an otherwise equal one), then newer `updated_at`, then id. No match gives 
 is never a fallback to the full list.
 
 The ranker reads the query only through `normalise_content` and `normalise_key` (the search
-cache keys on those forms, projections/query_cache.py): case, width and punctuation never change
+cache keys on those forms, retrieval/search.py): case, width and punctuation never change
 a result. A candidate from the search_terms projection carries its `index_terms` and `key_terms`,
 stored when the memory was projected, so ranking it does not re-tokenise the memory; the
 projection's narrow fetch (`Reads.search_candidates`) leaves out only rows that cannot rank within
@@ -37,7 +37,7 @@ from uuid import UUID
 
 from domain.model.text import normalise_content, normalise_key
 from domain.policy import is_visible
-from projections.tokens import CJK, CJK_RANGES, ELLIPSIS, estimate_tokens, truncate, word_char
+from retrieval.budget import CJK, CJK_RANGES, ELLIPSIS, estimate_tokens, truncate, word_char
 
 __all__ = [
     "DEFAULT_LIMIT",

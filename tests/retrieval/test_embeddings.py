@@ -16,12 +16,12 @@ from api.deps import Services
 from api.metrics import Metrics
 from domain.ledger.ledger import MemoryLedger
 from domain.model.values import Scope
-from projections.embedding.embedder import EmbedderError, from_bytes, passage_text
-from projections.embedding.service import EmbeddingService
 from projections.queries import Reads
 from projections.rebuild import rebuild
 from projections.registry import all_projections, select
 from projections.worker import ProjectionWorker
+from retrieval.vectors.embedder import EmbedderError, from_bytes, passage_text
+from retrieval.vectors.service import EmbeddingService
 
 pytestmark = pytest.mark.integration
 SECRET = "test-secret-of-at-least-32-bytes-long!"

@@ -9,12 +9,12 @@ fix for hubness in cross-lingual retrieval) subtracts from the cosine how simila
 typically is to texts that are *not* its match.
 
 Here that is the memory's hubness: the mean of its `TOP_K` highest cosines to a fixed
-background of generic statements (projections/background_texts.py) embedded as queries, in
+background of generic statements (retrieval/background_texts.py) embedded as queries, in
 the language of the query being answered (e5's scale differs by language pair, so the
 background is taken in the query's script: CJK or not). `relevance = cosine - hubness` is
 about 0 for a memory no closer to the query than to a random other topic, and positive for
 one that answers it. (The query-side term of CSLS, the query's own top-k similarity to the
-background, was measured too and did not separate better; see projections/hybrid.py.)
+background, was measured too and did not separate better; see retrieval/hybrid.py.)
 
 The background vectors are computed once per process and model, on first use, through the
 embedding service (about 300 short texts: a few seconds at start-up; `Background.warm_up`).
@@ -31,9 +31,9 @@ from typing import Final
 import numpy as np
 
 from domain.model.text import normalise_content
-from projections.background_texts import CHINESE, ENGLISH
-from projections.embedding.embedder import Vectors, normalised
-from projections.embedding.service import EmbeddingService
+from retrieval.background_texts import CHINESE, ENGLISH
+from retrieval.vectors.embedder import Vectors, normalised
+from retrieval.vectors.service import EmbeddingService
 
 __all__ = ["TOP_K", "Background", "is_cjk"]
 

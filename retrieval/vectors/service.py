@@ -6,7 +6,7 @@ search falls back to lexical ranking, the projection stores the memory without a
 the embedder is not tried again for `retry_after` seconds. `state()` is what /readyz and
 /metrics report. Query vectors are cached in memory only (LRU), keyed by the normalised query
 (the form the search cache keys on), and so are the users' vector matrices (`matrices`, see
-projections/embedding/matrix_cache.py); nothing here is written anywhere.
+retrieval/vectors/matrix_cache.py); nothing here is written anywhere.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from typing import Final
 
 from domain.model.text import normalise_content
-from projections.embedding.embedder import Embedder, EmbedderError, Vectors
-from projections.embedding.matrix_cache import DEFAULT_MAX_BYTES, MatrixCache
+from retrieval.vectors.embedder import Embedder, EmbedderError, Vectors
+from retrieval.vectors.matrix_cache import DEFAULT_MAX_BYTES, MatrixCache
 
 __all__ = ["EmbeddingService", "EmbeddingState"]
 

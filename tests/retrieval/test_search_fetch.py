@@ -1,4 +1,4 @@
-"""The staged candidate fetch (projections/search_fetch.py) answers as ranking every memory does.
+"""The staged candidate fetch (retrieval/fetch.py) answers as ranking every memory does.
 
 Memories are made to stress each stage: phrase stand-ins that are not phrases (more of them
 than the first fetch asks for), rows holding all terms but not the phrase's stop words, term
@@ -17,9 +17,9 @@ from domain.ledger.ledger import MemoryLedger
 from domain.model.values import Scope
 from domain.policy import visible_scopes
 from projections.queries import Reads
-from projections.search import Candidate, search
-from projections.search_fetch import SLACK, levels
 from projections.worker import ProjectionWorker
+from retrieval.fetch import SLACK, levels
+from retrieval.lexical import Candidate, search
 
 LEARNING = Scope.workspace("learning")
 TEACHING = Scope.workspace("teaching")

@@ -1,0 +1,1 @@
+"""How a memory is found for an agent: `retrieval.search.MemorySearch` is the one entry point."""
