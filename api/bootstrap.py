@@ -20,11 +20,11 @@ from api.settings import Settings
 from domain.ledger.keyring import KeyringError, MasterKeyring, generate_master_key
 from domain.ledger.ledger import MemoryLedger
 from domain.ledger.pool import LifoReadPool
-from projections.queries import Reads
+from projections.reads import Reads
 from projections.registry import all_projections, main_projections
 from projections.views.embeddings import Embeddings
 from projections.worker import ProjectionWorker, ensure_tables
-from retrieval.search import QueryCache
+from retrieval.cache import QueryCache
 from retrieval.vectors.configured import make_embedder
 from retrieval.vectors.service import EmbeddingService
 

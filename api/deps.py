@@ -17,9 +17,10 @@ from domain.errors import LedgerUnavailable
 from domain.ledger.access import AccessHit
 from domain.ledger.ledger import MemoryLedger
 from domain.ledger.views import Outcome
-from projections.queries import Reads
+from projections.reads import Reads
 from projections.worker import ProjectionWorker
-from retrieval.search import Found, QueryCache, SearchKey
+from retrieval.cache import QueryCache, SearchKey
+from retrieval.search import Found
 from retrieval.vectors.service import EmbeddingService
 
 __all__ = ["CurrentIdentity", "FreshReads", "Services", "ServicesDep", "fresh_reads"]

@@ -2,8 +2,7 @@
 
 `estimate_tokens` must not undercount real tokenizers (section 10's budgets are promises to the
 agent's context window); `truncate` cuts long content at a sentence end or a space within a
-token budget. `CJK`/`word_char` say which characters belong to scripts written without spaces,
-which the search terms (retrieval/lexical.py) and clean cuts both need.
+token budget (a word of a spaced script is not cut: `projections.views.terms.word_char`).
 """
 
 from __future__ import annotations
@@ -13,24 +12,11 @@ import re
 import unicodedata
 from typing import Final
 
-__all__ = ["CJK", "CJK_RANGES", "ELLIPSIS", "estimate_tokens", "truncate", "word_char"]
+from projections.views.terms import word_char
+
+__all__ = ["ELLIPSIS", "estimate_tokens", "truncate"]
 
 ELLIPSIS: Final = "…"
-
-# Han (with extensions and compatibility ideographs), kana, bopomofo, U+3005 and U+3007: scripts
-# written without spaces, so words are unknown and character bigrams stand in for them. Hangul
-# is not here: Korean separates words with spaces.
-CJK_RANGES: Final = (
-    "\u3005\u3007\u3040-\u30fa\u30fc-\u30ff\u3100-\u312f\u31a0-\u31bf"
-    "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003134f"
-)
-CJK: Final = re.compile(f"[{CJK_RANGES}]")
-
-
-def word_char(char: str) -> bool:
-    """A letter, digit or underscore of a script that separates words with spaces."""
-    return (char.isalnum() or char == "_") and not CJK.match(char)
-
 
 _PIECES: Final = re.compile(r"[A-Za-z]+|[0-9]+|\s+|.", re.DOTALL)
 

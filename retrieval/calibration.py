@@ -1,41 +1,40 @@
-"""Query-specific calibration of vector similarity: a memory's cosine minus its hubness.
+"""Calibrated vector relevance: `Background(service).hubness(matrix, cjk_query=...)`.
 
-Why: multilingual-e5's cosines are compressed (almost every pair lands between 0.75 and 0.9)
-and their scale depends on the memory: a generic memory ("I am a nurse", "call me Xiao Zhang")
-is close to almost any question, a specific one is not. An absolute cosine threshold therefore
-either lets unrelated queries through the generic memories or shuts out the right answer in
-the specific ones. CSLS (cross-domain similarity local scaling, Conneau et al. 2018, the usual
-fix for hubness in cross-lingual retrieval) subtracts from the cosine how similar each side
-typically is to texts that are *not* its match.
-
-Here that is the memory's hubness: the mean of its `TOP_K` highest cosines to a fixed
-background of generic statements (retrieval/background_texts.py) embedded as queries, in
-the language of the query being answered (e5's scale differs by language pair, so the
-background is taken in the query's script: CJK or not). `relevance = cosine - hubness` is
-about 0 for a memory no closer to the query than to a random other topic, and positive for
-one that answers it. (The query-side term of CSLS, the query's own top-k similarity to the
-background, was measured too and did not separate better; see retrieval/hybrid.py.)
-
-The background vectors are computed once per process and model, on first use, through the
-embedding service (about 300 short texts: a few seconds at start-up; `Background.warm_up`).
-They hold no personal data.
+A memory's relevance to a query is its cosine minus its *hubness*: the mean of its `TOP_K`
+highest cosines to a fixed background of generic first-person statements
+(retrieval/data/background_texts.json, `ENGLISH` and `CHINESE`) embedded as queries, taken in
+the query's script (`is_cjk`). About 0 for a memory no closer to the query than to any other
+topic, positive for one that answers it. The background vectors are computed once per process
+and model, on first use (`Background.warm_up` at start-up: about 300 short texts); they hold no
+personal data. Why CSLS-style calibration, and how it was chosen: docs/retrieval.md.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 from collections.abc import Sequence
+from importlib import resources
 from typing import Final
 
 import numpy as np
 
 from domain.model.text import normalise_content
-from retrieval.background_texts import CHINESE, ENGLISH
 from retrieval.vectors.embedder import Vectors, normalised
 from retrieval.vectors.service import EmbeddingService
 
-__all__ = ["TOP_K", "Background", "is_cjk"]
+__all__ = ["CHINESE", "ENGLISH", "TOP_K", "Background", "is_cjk"]
+
+
+def _background_texts() -> tuple[tuple[str, ...], tuple[str, ...]]:
+    data = resources.files("retrieval") / "data" / "background_texts.json"
+    texts = json.loads(data.read_text(encoding="utf-8"))
+    return tuple(texts["english"]), tuple(texts["chinese"])
+
+
+ENGLISH, CHINESE = _background_texts()
+"""The background: generic first-person statements (retrieval/data/background_texts.json)."""
 
 TOP_K: Final = 10
 """How many of the background's nearest texts a memory's hubness averages (CSLS's usual k)."""

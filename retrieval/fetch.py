@@ -1,6 +1,6 @@
 """The narrow candidate fetch of `search_core_memories`: a few search_terms rows, never all.
 
-`fetch_candidates` returns the user's live, visible, unshadowed rows among which
+`fetch_rows` returns the user's live, visible, unshadowed rows among which
 `LexicalRanker` finds its first `limit`, so that ranking them gives exactly the answer of
 ranking all the user's memories. It walks the ranker's order in SQL and stops as soon as the
 first `limit` are certain, usually after one statement:
@@ -21,7 +21,7 @@ first `limit` are certain, usually after one statement:
 
 Each returned row says whether a live visible workspace row with its key hides it (checked on
 returned rows only); hidden rows are dropped here but still count where a limit was reached.
-The fetch reads the query as the ranker does (`LexicalQuery`, `document_terms` of its phrase).
+The fetch reads the query as the ranker does (`Query`, `document_terms` of its phrase).
 """
 
 from __future__ import annotations
@@ -32,14 +32,20 @@ from itertools import combinations
 from typing import Any, Final
 
 from psycopg import Cursor
+from psycopg.rows import dict_row
 from psycopg.sql import Composed
 
 from domain.model.values import Scope
+from projections.reads import Reads
 from projections.views.search_terms import SEP
+from projections.views.terms import document_terms
 from retrieval.fetch_sql import KEY, PHRASE, REST, Stage, Statements, statements
-from retrieval.lexical import MAX_LIMIT, MIN_MATCHED, Candidate, LexicalQuery, document_terms
+from retrieval.lexical import MIN_MATCHED, judge
+from retrieval.pipeline import MAX_LIMIT
+from retrieval.query import Query
+from retrieval.rows import SearchRow
 
-__all__ = ["SLACK", "fetch_candidates", "levels"]
+__all__ = ["SLACK", "fetch_rows", "fetch_search_rows", "levels"]
 
 SLACK: Final = 2
 """Rows fetched beyond `limit` per top stream at first, so a false stand-in costs no refetch."""
@@ -79,19 +85,45 @@ def levels(weights: Sequence[int]) -> list[tuple[int, list[tuple[int, ...]]]]:
     return found
 
 
-def _phrase_terms(q: LexicalQuery) -> frozenset[str]:
+def _phrase_terms(q: Query) -> frozenset[str]:
     """Terms every row containing the phrase holds (single CJK characters of a bigram implied)."""
     terms = document_terms(q.phrase) if q.phrase else frozenset()
     implied = {char for term in terms if len(term) == 2 for char in term}
     return frozenset(t for t in terms if not (len(t) == 1 and t in implied))
 
 
-def fetch_candidates(
+def fetch_rows(
+    reads: Reads,
+    user_id: str,
+    scopes: Sequence[Scope],
+    query: Query,
+    *,
+    now: datetime,
+    category: str | None = None,
+    limit: int = MAX_LIMIT,
+) -> list[dict[str, Any]]:
+    """The few search_terms rows `search` needs to rank `query` exactly (see the module
+    docstring), with their `terms` and `key_terms`: the user's active, unexpired, visible,
+    unshadowed memories that can rank within the first `limit`."""
+    with reads.pool.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
+        return fetch_search_rows(
+            cur,
+            reads.t["search_terms"],
+            user_id,
+            scopes,
+            query,
+            now=now,
+            category=category,
+            limit=limit,
+        )
+
+
+def fetch_search_rows(
     cur: Cursor[dict[str, Any]],
     table: Composed,
     user_id: str,
     scopes: Sequence[Scope],
-    query: str,
+    q: Query,
     *,
     now: datetime,
     category: str | None = None,
@@ -105,7 +137,6 @@ def fetch_candidates(
     """
     if not scopes:
         return []
-    q = LexicalQuery.of(query)
     wanted = max(1, min(limit, MAX_LIMIT))
     prefix = user_id + SEP
     phrase_terms = _phrase_terms(q)
@@ -165,7 +196,7 @@ def fetch_candidates(
     return _lower(q, sql, _stages(q, params), rows, wanted, run, now)
 
 
-def _stages(q: LexicalQuery, params: dict[str, Any]) -> list[Stage]:
+def _stages(q: Query, params: dict[str, Any]) -> list[Stage]:
     """The lower stages of this query, in the ranker's order, their parameters set."""
     specs: list[Stage] = []
     if q.terms:
@@ -184,7 +215,7 @@ def _stages(q: LexicalQuery, params: dict[str, Any]) -> list[Stage]:
 
 
 def _blocking(
-    q: LexicalQuery,
+    q: Query,
     rows: Sequence[dict[str, Any]],
     open_: dict[int, dict[str, Any]],
     wanted: int,
@@ -195,19 +226,19 @@ def _blocking(
     if not open_:
         return None
     bounds = {
-        s: q.judge(Candidate.from_row(last), now, phrased=s == PHRASE)[1]
+        s: judge(q, SearchRow.from_row(last), now, phrased=s == PHRASE).order
         for s, last in open_.items()
     }
     lowest = min(bounds, key=lambda s: bounds[s])
     certain = 0
     for row in rows:
-        match, order, _ = q.judge(Candidate.from_row(row), now)
-        certain += match and not row["hidden"] and order < bounds[lowest]
+        j = judge(q, SearchRow.from_row(row), now)
+        certain += j.matches and not row["hidden"] and j.order < bounds[lowest]
     return None if certain >= wanted else lowest
 
 
 def _lower(
-    q: LexicalQuery,
+    q: Query,
     sql: Statements,
     specs: Sequence[Stage],
     rows: list[dict[str, Any]],
@@ -216,7 +247,7 @@ def _lower(
     now: datetime,
 ) -> list[dict[str, Any]]:
     """The top stage exhausted: add the lower stages one by one until `wanted` matches."""
-    missing = wanted - sum(q.judge(Candidate.from_row(row), now)[0] for row in rows)
+    missing = wanted - sum(judge(q, SearchRow.from_row(row), now).matches for row in rows)
     for spec in specs:
         if missing <= 0:
             break

@@ -50,7 +50,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Final
 
-from retrieval.lexical import STOP_CHARS, STOPWORDS
+from projections.views.terms import STOP_CHARS, STOPWORDS
 
 __all__ = [
     "AFFIX_MIN",

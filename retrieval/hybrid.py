@@ -5,15 +5,15 @@
 per user until their memories or vectors change: retrieval/vectors/store.py), turns the
 cosines of the most similar ones into *relevance* (retrieval/calibration.py: cosine minus the
 memory's hubness, CSLS-style) and hands them to a `HybridRanker`, to be ranked together with
-the lexical candidates, with every visible memory's similarity (`HybridFound.all`). The scope,
+the lexical rows, with every visible memory's similarity (`HybridFound.all`). The scope,
 status, shadowing, category and budget rules stay in `search()`, which sees only visible,
-retrievable candidates either way.
+retrievable rows either way.
 
 The fusion is deterministic and ordered in tiers:
 
 1. an exact `memory_key` match, then memories containing the query as a phrase, in the lexical
    ranker's own order (what lexical search is sure of stays first);
-2. every other candidate, lexical match or not, by `relevance + LEXICAL_WEIGHT * coverage`:
+2. every other row, lexical match or not, by `relevance + LEXICAL_WEIGHT * coverage`:
    the relevance plus the share of the query's term weight the memory holds (the lexical
    ranker's coverage, 0..1). A lexical match without a usable vector counts as at the
    threshold. Ties: not due for review first (section 9.4 demotion), newer, then id.
@@ -26,42 +26,7 @@ reach `MIN_RELEVANCE` to be returned at all: that keeps "no match returns nothin
 unrelated queries. Lexical matches are never dropped, so the hybrid returns at least what
 lexical search returns.
 
-How the criterion and `MIN_RELEVANCE` were chosen (scripts/eval_retrieval.py --split)
--------------------------------------------------------------------------------------
-The labelled queries are split in two halves by a stable hash of their id; everything was
-chosen on the TUNING half and is reported on the HELD-OUT half. Candidates compared (e5-small
-q4, background of retrieval/background_texts.py, k = 10): raw cosine with one threshold;
-cosine minus the query's mean top-k similarity to the background; full CSLS (2 cos - query
-term - memory hubness); cosine minus memory hubness; each also with a margin over the median of
-the user's memories. Cosine minus memory hubness separated best on the tuning half, and the
-relative margin added nothing (users hold about ten memories: the median is noisy). The
-threshold is the lowest that keeps every tuning query expecting nothing (no-match, scope,
-status and shadow traps) as lexical search answers it: the highest unrelated relevance there
-was 0.028, rounded up to 0.03. It is not fitted to the expected answers. k = 10 is CSLS's usual
-value (5 and 20 were no better).
-
-`TRANSLATED_WEIGHT` was chosen the same way, with `MIN_RELEVANCE` left as it was: the largest
-weight (in steps of 0.01) at which the highest score of an unrelated memory on the tuning half
-stays what it was without the dictionary (0.028, from a memory no gloss matches). With every
-matched gloss counting 1 that was 0.05 (at 0.06 a status trap reached 0.029), and the held-out
-half's closest unrelated memory came to 0.029 ("我老家是哪里的": 老家 and 国家 both gloss as
-"state"). Since a match counts by the specificity of its term (retrieval/glossary.py: an IDF
-over CC-CEDICT's glosses), and overlapping dictionary words count their characters once, the
-same rule gives 0.09 (at 0.10 "全真模拟考试" reaches 0.0296): tuning half R@5 / MRR 0.965 / 0.954
--> 0.975 / 0.964, held-out 0.952 / 0.944 -> 0.952 / 0.947 with its closest unrelated memory at
-0.0245 instead of 0.0292. Measured: see the README's retrieval section.
-
-Also measured on the set, and left out: memories embedded a second time (content alone, or
-with e5's `query:` prefix on both sides) with the best relevance kept (at most +0.008 R@5,
-one more scope-trap leak); the query translated word by word through the dictionary and
-embedded as a second query (+0.002 R@5 with the dictionary evidence, a scope trap leaked, and a
-second embedding per search); glosses of a query's single characters (several unrelated
-queries matched; with specificity weighting too: at weight 0.07 a scope trap and a no-match
-query leaked); only short dictionary senses (no gain). Specificity variants, each weight by
-the rule above: none (every match 1; with the counting of overlaps and the stemmer fix of
-this change) 0.05, tuning 0.975 / 0.964 but the held-out closest unrelated at 0.0292, and at
-0.06 a no-match query leaks; its square root 0.07, tuning the same, held-out closest unrelated
-0.0266; its square 0.14, tuning 0.965 / 0.954 (it discounts the telling glosses too).
+How the thresholds and weights were chosen: docs/retrieval.md.
 """
 
 from __future__ import annotations
@@ -69,18 +34,18 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from fractions import Fraction
 from typing import Any, Final
 from uuid import UUID
 
 import numpy as np
 
-from domain.model.text import normalise_content, normalise_key
 from domain.model.values import Scope
-from projections.queries import Reads
+from projections.reads import Reads
 from retrieval.calibration import Background, is_cjk
 from retrieval.glossary import Evidence, Glossary, shared_glossary
-from retrieval.lexical import Candidate, Ranker, Scored, document_terms, query_terms
+from retrieval.lexical import LexicalRanker
+from retrieval.query import Query
+from retrieval.rows import Ranker, Scored, SearchRow, terms_of
 from retrieval.vectors.embedder import Vectors
 from retrieval.vectors.service import EmbeddingService
 from retrieval.vectors.store import Similarities, VectorReads
@@ -116,7 +81,7 @@ class HybridRanker:
 
     def __init__(
         self,
-        lexical: Ranker,
+        lexical: LexicalRanker,
         relevance: Mapping[UUID, float],
         *,
         min_relevance: float = MIN_RELEVANCE,
@@ -142,58 +107,44 @@ class HybridRanker:
             return "none"
         return f"cc-cedict-specific:{self.translated_weight:g}"
 
-    def rank(self, query: str, candidates: Sequence[Candidate], *, now: datetime) -> list[Scored]:
+    def rank(self, query: Query, rows: Sequence[SearchRow], *, now: datetime) -> list[Scored]:
         """Matches only (lexical ones, and others at or above the threshold), best first."""
-        lexical = self.lexical.rank(query, candidates, now=now)
-        matched = {s.candidate.memory_id: position for position, s in enumerate(lexical)}
-        terms = query_terms(query)
-        total = sum(terms.values())
-        phrase = normalise_content(query) if terms else ""
-        query_key = normalise_key(query)
-        bilingual = Evidence(self.glossary, normalise_content(query), self.translated_weight)
+        judged = {
+            j.row.memory_id: (p, j) for p, j in enumerate(self.lexical.judged(query, rows, now=now))
+        }
+        bilingual = Evidence(self.glossary, query.normal, self.translated_weight)
         ranked: list[tuple[tuple[Any, ...], Scored]] = []
-        for c in candidates:
-            position = matched.get(c.memory_id)
-            relevance = self.relevance.get(c.memory_id)
+        for row in rows:
+            lexical = judged.get(row.memory_id)
+            relevance = self.relevance.get(row.memory_id)
             if relevance is not None and (
-                position is not None or relevance + bilingual.weight >= self.min_relevance
+                lexical is not None or relevance + bilingual.weight >= self.min_relevance
             ):
-                relevance += bilingual.credit(c.memory_key, c.content)
-            if position is None and (relevance is None or relevance < self.min_relevance):
+                relevance += bilingual.credit(row.memory_key, row.content)
+            if lexical is None and (relevance is None or relevance < self.min_relevance):
                 continue
             tier = 2
-            if position is not None:
-                if bool(query_key) and query_key == c.memory_key:
+            if lexical is not None:
+                if lexical[1].key_match:
                     tier = 0
-                elif phrase and _holds_phrase(lexical[position].score):
+                elif lexical[1].phrased:
                     tier = 1
-            found = (
-                c.terms
-                if c.terms is not None
-                else document_terms(f"{c.memory_key.replace('_', ' ')} {c.content}")
-            )
-            coverage = Fraction(sum(w for t, w in terms.items() if t in found), total or 1)
             fused = (relevance if relevance is not None else self.min_relevance) + (
-                self.lexical_weight * float(coverage)
+                self.lexical_weight * query.coverage(terms_of(row))
             )
-            if tier < 2:
-                order: tuple[Any, ...] = (tier, position)
+            if lexical is not None and tier < 2:
+                order: tuple[Any, ...] = (tier, lexical[0])
             else:
                 order = (
                     tier,
                     -round(fused, 6),  # deterministic across platforms' float noise
-                    c.is_due_for_review(now),
-                    -c.updated_at.timestamp(),
-                    str(c.memory_id),
+                    row.is_due_for_review(now),
+                    -row.updated_at.timestamp(),
+                    str(row.memory_id),
                 )
-            ranked.append((order, Scored(c, fused + 2 - tier)))
+            ranked.append((order, Scored(row, fused + 2 - tier)))
         ranked.sort(key=lambda pair: pair[0])
         return [scored for _, scored in ranked]
-
-
-def _holds_phrase(lexical_score: float) -> bool:
-    # LexicalRanker: score = 8 * key match + 4 * phrase + 2 * coverage + category (<= 3).
-    return lexical_score % 8 >= 4
 
 
 def hybrid_version(
@@ -246,14 +197,16 @@ class HybridSource:
         """Bilingual evidence (retrieval/glossary.py); the process's shared one by default."""
         self.translated_weight = translated_weight
 
-    def version(self, lexical: Ranker) -> str:
+    def version(self, lexical: LexicalRanker) -> str:
         """The retrieval version while embeddings are available (else the lexical one)."""
         model = self.service.model_id
         if model is None or not self.service.available:
             return lexical.version
         return self._ranker(lexical, {}, model).version
 
-    def _ranker(self, lexical: Ranker, relevance: Mapping[UUID, float], model: str) -> HybridRanker:
+    def _ranker(
+        self, lexical: LexicalRanker, relevance: Mapping[UUID, float], model: str
+    ) -> HybridRanker:
         return HybridRanker(
             lexical,
             relevance,
@@ -267,10 +220,10 @@ class HybridSource:
     def find(
         self,
         reads: Reads,
-        lexical: Ranker,
+        lexical: LexicalRanker,
         user_id: str,
         scopes: Sequence[Scope],
-        query: str,
+        query: Query,
         *,
         now: datetime,
         category: str | None,
@@ -282,7 +235,7 @@ class HybridSource:
         similarity whatever it is, if they have a vector of that revision).
         """
         model = self.service.model_id
-        vector = self.service.query(query) if model is not None else None
+        vector = self.service.query(query.normal, normal=True) if model is not None else None
         if vector is None or model is None:
             return None
         similar = VectorReads(reads, self.service.matrices).similar(
@@ -301,7 +254,7 @@ class HybridSource:
             if similar.vectors
             else np.zeros((0, vector.shape[-1]), dtype=np.float32)
         )
-        hubness = self.background.hubness(matrix, cjk_query=is_cjk(query))
+        hubness = self.background.hubness(matrix, cjk_query=is_cjk(query.text))
         if hubness is None:
             return None
         ranker = self._ranker(

@@ -1,236 +1,35 @@
-"""The short-TTL search cache of CORE_MEMORY_DESIGN.md section 16, and the search it serves.
+"""The one entry point of a search: `MemorySearch(reads, cache)(user_id, workspace, text, now=)`.
 
-Key (`SearchKey`): user, workspace, visible scopes, the normalised query (content form and key
-form, the two forms the ranker reads), category, limit, the user's memory revision and the
-ranker's retrieval version; never user + query alone. Permission is decided before the cache
-is consulted (the tool's policy check), and the visible scopes are part of the key, so an entry
-can only be served to a turn that may see every scope it was computed from.
-
-Freshness rules, each enough to make an entry unreachable:
-
-1. Revision: every event on one of the user's memories (create, update, suppress, restore,
-   confirm, reschedule, forget) advances `user_revisions`, so the key changes and older
-   entries are never looked up again. A forgotten memory therefore never comes back: a search
-   that follows the forget (the API waits for the caller's own writes before reading) reads
-   the new revision, and entries made before it are keyed by the old one.
-2. Consistency between projections: `user_revisions` and `active_memories` are applied in
-   separate transactions (possibly by different workers). An entry is served only while the
-   revision table is at least as far along the ledger as the memories table (so the revision
-   accounts for every change the rows could show) and stored only while the memories table is
-   at least as far along as the revision table (so the rows are as new as the key says).
-   Between the two transactions of one batch the cache is simply bypassed: a miss, never a
-   stale answer.
-3. Time: expiry and review dates change results without any event. An entry is valid at most
-   until the earliest `expires_at` or `review_after` (still in the future) among the memories
-   it was computed from, checked against the ledger clock, and never longer than the TTL.
-4. TTL (60 s by default) and a size bound (least recently used entries go first).
-
-The cache assumes the ranker reads the query only through `normalise_content` and
-`normalise_key`; a ranker that reads more must say so by changing its `version`.
+Below the policy check (api/routes/tools.py), a search: analyses the query once
+(`retrieval.query.Query`), looks up the result cache (retrieval/cache.py, section 16), fetches
+the few rows that can rank (retrieval/fetch.py), adds vector evidence when embeddings are on
+(retrieval/hybrid.py), then keeps the visible rows, ranks them and cuts them to the budgets
+(retrieval/pipeline.py). The path, file by file: docs/retrieval.md.
 """
 
 from __future__ import annotations
 
-import threading
-import time
-from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar
+from functools import partial
+from typing import TYPE_CHECKING, Any, Protocol
 from uuid import UUID
 
-from psycopg.sql import SQL
-
-from domain.model.text import normalise_content, normalise_key
 from domain.model.values import Scope
 from domain.policy import visible_scopes
-from projections.queries import Reads
-from projections.tracking import TRACKING
-from retrieval.lexical import (
-    DEFAULT_LIMIT,
-    Candidate,
-    LexicalRanker,
-    Ranker,
-    SearchResult,
-    search,
-)
+from projections.reads import Reads
+from retrieval.cache import QueryCache, SearchKey, fresh_until, read_revision
+from retrieval.fetch import fetch_rows
+from retrieval.lexical import LexicalRanker
+from retrieval.pipeline import DEFAULT_LIMIT, SearchResult, search
+from retrieval.query import Query
+from retrieval.rows import SearchRow
 
-if TYPE_CHECKING:  # the hybrid hook (issue 7): retrieval/hybrid.py
+if TYPE_CHECKING:
     from retrieval.hybrid import HybridSource
 
-__all__ = [
-    "DEFAULT_MAX_ENTRIES",
-    "DEFAULT_TTL",
-    "SEARCH_POOL",
-    "Found",
-    "MemorySearch",
-    "QueryCache",
-    "RevisionSnapshot",
-    "SearchKey",
-    "read_revision",
-]
-
-DEFAULT_TTL: Final = 60.0
-DEFAULT_MAX_ENTRIES: Final = 10_000
-SEARCH_POOL: Final = 1000
-"""Search ranks at most this many of the user's visible memories (the newest)."""
-
-K = TypeVar("K")
-V = TypeVar("V")
-
-
-@dataclass(frozen=True, slots=True)
-class SearchKey:
-    """Everything a search result depends on (section 16)."""
-
-    user_id: str
-    workspace: str
-    scopes: tuple[str, ...]
-    query: str
-    query_key: str
-    category: str | None
-    limit: int
-    revision: int
-    retrieval_version: str
-
-    @classmethod
-    def of(
-        cls,
-        *,
-        user_id: str,
-        workspace: str,
-        scopes: Iterable[Scope],
-        query: str,
-        category: str | None,
-        limit: int,
-        revision: int,
-        retrieval_version: str,
-    ) -> SearchKey:
-        """The key of a search; the query in its normalised forms, scopes in a stable order."""
-        return cls(
-            user_id,
-            workspace,
-            tuple(sorted(s.label() for s in scopes)),
-            normalise_content(query),
-            normalise_key(query),
-            category,
-            limit,
-            revision,
-            retrieval_version,
-        )
-
-
-@dataclass(slots=True)
-class _Entry(Generic[V]):
-    deadline: float
-    fresh_until: datetime | None
-    value: V
-
-
-class QueryCache(Generic[K, V]):
-    """A thread-safe in-process TTL cache with a size bound (LRU) and per-entry time bounds.
-
-    `ttl` <= 0 turns it off (nothing is stored). `clock` is monotonic seconds; the optional
-    `fresh_until` of an entry is compared with the `now` given to `get` (the ledger clock).
-    """
-
-    def __init__(
-        self,
-        ttl: float = DEFAULT_TTL,
-        max_entries: int = DEFAULT_MAX_ENTRIES,
-        *,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        if max_entries < 1:
-            raise ValueError("max_entries must be positive")
-        self.ttl = ttl
-        self.max_entries = max_entries
-        self.clock = clock
-        self.hits = 0
-        self.misses = 0
-        self._entries: OrderedDict[K, _Entry[V]] = OrderedDict()
-        self._lock = threading.Lock()
-
-    @property
-    def enabled(self) -> bool:
-        """False when the TTL is 0 (the cache is off)."""
-        return self.ttl > 0
-
-    def __len__(self) -> int:
-        with self._lock:
-            return len(self._entries)
-
-    def get(self, key: K, *, now: datetime | None = None) -> V | None:
-        """The value stored under `key` if still fresh, else None (and the entry is dropped)."""
-        with self._lock:
-            entry = self._entries.get(key)
-            if entry is not None and (
-                self.clock() >= entry.deadline
-                or (entry.fresh_until is not None and now is not None and now >= entry.fresh_until)
-            ):
-                del self._entries[key]
-                entry = None
-            if entry is None:
-                self.misses += 1
-                return None
-            self._entries.move_to_end(key)
-            self.hits += 1
-            return entry.value
-
-    def put(self, key: K, value: V, *, fresh_until: datetime | None = None) -> None:
-        """Store `value` for at most the TTL, and (if given) only until `fresh_until`."""
-        if not self.enabled:
-            return
-        with self._lock:
-            self._entries[key] = _Entry(self.clock() + self.ttl, fresh_until, value)
-            self._entries.move_to_end(key)
-            while len(self._entries) > self.max_entries:
-                self._entries.popitem(last=False)
-
-    def clear(self) -> None:
-        """Drop every entry."""
-        with self._lock:
-            self._entries.clear()
-
-
-# -- the revision ------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class RevisionSnapshot:
-    """The user's memory revision, and where the two projections involved stand."""
-
-    revision: int
-    revisions_position: int
-    memories_position: int
-
-    @property
-    def may_serve(self) -> bool:
-        """The revision accounts for every change the memories table shows."""
-        return self.revisions_position >= self.memories_position
-
-    @property
-    def may_store(self) -> bool:
-        """Rows read from now on are at least as new as the revision."""
-        return self.memories_position >= self.revisions_position
-
-
-def read_revision(reads: Reads, user_id: str) -> RevisionSnapshot:
-    """One statement (one snapshot): the user's revision and both projections' positions."""
-    t = reads.t
-    query = SQL(
-        "SELECT (SELECT revision FROM {r} WHERE user_id = %s) AS revision,"
-        " (SELECT position FROM {p} WHERE projection = 'user_revisions') AS revisions_position,"
-        " (SELECT position FROM {p} WHERE projection = 'active_memories') AS memories_position"
-    ).format(r=t["user_revisions"], p=t[TRACKING])
-    with reads.pool.connection() as conn:
-        row = conn.execute(query, (user_id,)).fetchone()
-    assert row is not None
-    return RevisionSnapshot(int(row[0] or 0), int(row[1] or 0), int(row[2] or 0))
-
-
-# -- the search --------------------------------------------------------------------------------
+__all__ = ["Found", "MemorySearch", "SearchRows"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -242,19 +41,25 @@ class Found:
     cached: bool = False
 
 
-def _fresh_until(rows: Sequence[Mapping[str, Any]], now: datetime) -> datetime | None:
-    """The first time after `now` at which a row expires or falls due for review."""
-    times = [
-        value
-        for row in rows
-        for value in (row.get("expires_at"), row.get("review_after"))
-        if value is not None and value > now
-    ]
-    return min(times, default=None)
+class SearchRows(Protocol):
+    """Where a search's rows come from (`retrieval.fetch.fetch_rows` over `reads`)."""
+
+    def __call__(
+        self,
+        user_id: str,
+        scopes: Sequence[Scope],
+        query: Query,
+        *,
+        now: datetime,
+        category: str | None,
+        limit: int,
+    ) -> list[dict[str, Any]]:
+        """Rows of the user's memories (search_terms or active_memories columns)."""
+        ...
 
 
 class MemorySearch:
-    """`search_core_memories` below the policy: visible rows, ranking, budgets, the cache.
+    """`search_core_memories` below the policy: rows, ranking, budgets, the cache.
 
     Call it only once the policy allowed the call: it trusts `workspace`.
     """
@@ -264,22 +69,23 @@ class MemorySearch:
         reads: Reads,
         cache: QueryCache[SearchKey, Found] | None = None,
         *,
-        ranker: Ranker | None = None,
-        pool: int = SEARCH_POOL,
+        ranker: LexicalRanker | None = None,
         vectors: HybridSource | None = None,
+        rows: SearchRows | None = None,
     ) -> None:
         self.reads = reads
         self.cache = cache if cache is not None and cache.enabled else None
         self.ranker = ranker or LexicalRanker()
-        self.pool = pool
         self.vectors = vectors
         """Vector evidence (hybrid ranking) when embeddings are on; None: lexical only."""
+        self.rows: SearchRows = rows if rows is not None else partial(fetch_rows, reads)
+        """The narrow fetch over the search_terms view unless another source is given."""
 
     def __call__(
         self,
         user_id: str,
         workspace: str,
-        query: str,
+        text: str,
         *,
         now: datetime,
         category: str | None = None,
@@ -287,6 +93,7 @@ class MemorySearch:
     ) -> Found:
         """The ranked, budgeted result for this turn (from the cache when fresh)."""
         scopes = visible_scopes(workspace)
+        query = Query.of(text)
         if self.cache is None:
             return self._search(user_id, workspace, scopes, query, now, category, limit)[0]
         snapshot = read_revision(self.reads, user_id)
@@ -306,12 +113,12 @@ class MemorySearch:
                 return replace(cached, cached=True)
         found, rows, version = self._search(user_id, workspace, scopes, query, now, category, limit)
         if snapshot.may_store:  # under the version that ranked it (lexical if vectors failed)
-            key = replace(key, retrieval_version=version)
-            until = _fresh_until(rows, now)
             hiding = self.reads.next_shadow_expiry(user_id, scopes, now)
-            if hiding is not None and (until is None or hiding < until):
-                until = hiding  # a global memory it hides shows from then on
-            self.cache.put(key, found, fresh_until=until)
+            self.cache.put(
+                replace(key, retrieval_version=version),
+                found,
+                fresh_until=fresh_until(rows, now, hiding),
+            )
         return found
 
     def _version(self) -> str:
@@ -322,18 +129,14 @@ class MemorySearch:
         user_id: str,
         workspace: str,
         scopes: Sequence[Scope],
-        query: str,
+        query: Query,
         now: datetime,
         category: str | None,
         limit: int,
     ) -> tuple[Found, list[dict[str, Any]], str]:
-        narrow = getattr(self.reads, "search_candidates", None)  # the search_terms projection
-        if narrow is not None:
-            rows = narrow(user_id, scopes, query, now=now, category=category, limit=limit)
-        else:
-            rows = self.reads.retrievable_memories(user_id, scopes, now=now, limit=self.pool)
+        rows = self.rows(user_id, scopes, query, now=now, category=category, limit=limit)
         ranker = self.ranker
-        if self.vectors is not None:  # hybrid: add the vector candidates, fuse the rankings
+        if self.vectors is not None:  # hybrid: add the vector rows, fuse the rankings
             hybrid = self.vectors.find(
                 self.reads,
                 self.ranker,
@@ -348,7 +151,7 @@ class MemorySearch:
                 rows = rows + hybrid.rows
                 ranker = hybrid.ranker
         result = search(
-            [Candidate.from_row(r) for r in rows],
+            [SearchRow.from_row(r) for r in rows],
             query,
             workspace=workspace,
             now=now,
@@ -356,6 +159,6 @@ class MemorySearch:
             limit=limit,
             ranker=ranker,
         )
-        returned = {i.candidate.memory_id for i in result.items}
+        returned = {i.row.memory_id for i in result.items}
         revisions = {r["memory_id"]: r["revision"] for r in rows if r["memory_id"] in returned}
         return Found(result, revisions), rows, ranker.version

@@ -62,7 +62,7 @@ from domain.ledger.ledger import MemoryLedger
 from domain.model.text import normalise_key
 from domain.model.values import CATEGORIES, WORKSPACES, Scope
 from domain.policy import is_visible
-from projections.queries import Reads
+from projections.reads import Reads
 from projections.registry import all_projections
 from projections.worker import ProjectionWorker, ensure_tables
 from retrieval.hybrid import LEXICAL_WEIGHT, MIN_RELEVANCE, TRANSLATED_WEIGHT, HybridSource

@@ -61,10 +61,11 @@ from domain.ledger.views import MemoryView, Outcome
 from domain.model.text import normalise_content
 from domain.model.values import Scope, check_category, check_content, check_key
 from domain.model.workspace_rules import check_workspace_content
-from projections.queries import Reads
+from projections.reads import Reads
 from retrieval.hybrid import HybridSource
-from retrieval.lexical import due_for_review, retrievable
+from retrieval.rows import due_for_review
 from retrieval.search import MemorySearch
+from retrieval.visibility import retrievable
 
 __all__ = ["router"]
 
@@ -108,7 +109,7 @@ def search_core_memories(
                         c.workspace_type,
                         found.revisions.get(c.memory_id),
                     )
-                    for c in (i.candidate for i in result.items)
+                    for c in (i.row for i in result.items)
                 ],
             )
         metrics = services.metrics
@@ -125,7 +126,7 @@ def search_core_memories(
         items = [
             SearchHit.model_validate(
                 {
-                    **{k: getattr(i.candidate, k) for k in SearchHit.model_fields if k != "tokens"},
+                    **{k: getattr(i.row, k) for k in SearchHit.model_fields if k != "tokens"},
                     "content": i.content,
                     "tokens": i.tokens,
                 }

@@ -7,16 +7,20 @@ and a `passage: ` prefix; the embedders that need one add it themselves.
 
 A vector is personal data derived from a memory: it lives only in the embeddings projection
 (deleted when the memory is forgotten) and is never logged, audited or exported; errors name
-the embedder, never the text.
+the embedder, never the text. The stored encoding (`to_bytes`, `from_bytes`, `DTYPE`) and the
+text a memory is embedded from (`passage_text`) belong to the embeddings view and are
+re-exported here for the embedders.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Final, Protocol
+from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
+
+from projections.views.embeddings import DTYPE, Vectors, from_bytes, passage_text, to_bytes
 
 __all__ = [
     "DTYPE",
@@ -28,11 +32,6 @@ __all__ = [
     "passage_text",
     "to_bytes",
 ]
-
-DTYPE: Final = np.dtype("<f4")
-"""Vectors are stored and compared as little-endian float32."""
-
-Vectors = npt.NDArray[np.float32]
 
 
 class EmbedderError(RuntimeError):
@@ -54,23 +53,8 @@ class Embedder(Protocol):
         ...
 
 
-def passage_text(memory_key: str, content: str) -> str:
-    """What a memory is embedded from: its key's words, then its content."""
-    return f"{memory_key.replace('_', ' ')}: {content}"
-
-
 def normalised(matrix: npt.ArrayLike) -> Vectors:
     """Rows scaled to unit length (a zero row stays zero), as float32."""
     array = np.asarray(matrix, dtype=DTYPE)
     norms = np.linalg.norm(array, axis=-1, keepdims=True)
     return np.divide(array, norms, out=np.zeros_like(array), where=norms > 0)
-
-
-def to_bytes(vector: Vectors) -> bytes:
-    """The stored form of one vector."""
-    return np.ascontiguousarray(vector, dtype=DTYPE).tobytes()
-
-
-def from_bytes(data: bytes, dim: int) -> Vectors:
-    """Vectors stored back to back (`to_bytes` of each) as a (n, dim) array."""
-    return np.frombuffer(data, dtype=DTYPE).reshape(-1, dim)

@@ -30,14 +30,13 @@ import numpy.typing as npt
 from psycopg.sql import SQL
 
 from domain.model.values import Scope
-from projections.queries import Reads
+from projections.reads import Reads
 from projections.tables import Tables
 from projections.tracking import TRACKING
-from retrieval.vectors.embedder import DTYPE, Vectors
+from projections.views.embeddings import DTYPE, STAMPS, Vectors
 
-__all__ = ["STAMPS", "UserVectors", "VectorKey", "load_user_vectors", "read_vector_key"]
+__all__ = ["UserVectors", "VectorKey", "load_user_vectors", "read_vector_key"]
 
-STAMPS: Final = "embedding_stamps"
 """user_id -> a random stamp, renewed whenever one of the user's vectors changes."""
 
 _EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)

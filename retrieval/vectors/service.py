@@ -126,11 +126,14 @@ class EmbeddingService:
         self._succeeded()
         return vectors
 
-    def query(self, text: str) -> Vectors | None:
-        """The vector of a query (cached by its normalised form), or None when unavailable."""
+    def query(self, text: str, *, normal: bool = False) -> Vectors | None:
+        """The vector of a query (cached by its normalised form), or None when unavailable.
+
+        `normal`: `text` is already `normalise_content`'s form (`Query.normal`).
+        """
         if not self.available or self.embedder is None:
             return None
-        key = normalise_content(text)
+        key = text if normal else normalise_content(text)
         with self._lock:
             self._queries += 1
             cached = self._cache.get(key)
@@ -150,6 +153,10 @@ class EmbeddingService:
                 while len(self._cache) > self._cache_size:
                     self._cache.popitem(last=False)
         return vector
+
+    def vectors_changed(self, schema: str, users: set[str]) -> None:
+        """These users' vectors changed: their cached matrices are dropped (the view calls it)."""
+        self.matrices.evict(schema, users)
 
     def clear_cache(self) -> None:
         """Forget every cached query vector."""

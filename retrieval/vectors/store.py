@@ -26,7 +26,7 @@ from psycopg.rows import dict_row
 from psycopg.sql import SQL
 
 from domain.model.values import Scope
-from projections.queries import Reads
+from projections.reads import Reads
 from projections.tables import Tables
 from projections.views.search_terms import COLUMNS as SEARCH_COLUMNS
 from projections.views.search_terms import SEP
@@ -67,7 +67,7 @@ class Similar:
     similarity: dict[UUID, float]
     """The `limit` most similar at or above the threshold, and the lexical candidates."""
     rows: list[dict[str, Any]]
-    """Search_terms rows of the vector-only ones (as `Reads.search_candidates` returns them)."""
+    """Search_terms rows of the vector-only ones (as `retrieval.fetch.fetch_rows` returns them)."""
     scored: int
     """How many vectors were compared."""
     all: Similarities = _NONE

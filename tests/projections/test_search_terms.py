@@ -8,12 +8,16 @@ from psycopg import sql
 from domain.ledger.ledger import MemoryLedger
 from domain.model.values import Scope
 from domain.policy import visible_scopes
-from projections.queries import Reads
+from projections.reads import Reads
 from projections.rebuild import rebuild
 from projections.registry import all_projections
 from projections.tables import Tables
+from projections.views.terms import index_terms
 from projections.worker import ProjectionWorker
-from retrieval.lexical import Candidate, index_terms, search
+from retrieval.fetch import fetch_rows
+from retrieval.pipeline import search
+from retrieval.query import Query
+from retrieval.rows import SearchRow
 
 LEARNING = Scope.workspace("learning")
 
@@ -74,7 +78,7 @@ def test_the_narrow_fetch_ranks_as_the_full_pool_does(
     now = ledger.clock()
     scopes = visible_scopes("learning")
     everything = [
-        Candidate.from_row(r)
+        SearchRow.from_row(r)
         for r in reads.retrievable_memories("alice", scopes, now=now, limit=10_000)
     ]
     for query in (
@@ -89,9 +93,15 @@ def test_the_narrow_fetch_ranks_as_the_full_pool_does(
     ):
         for category, limit in ((None, 5), (None, 1), ("fact", 3)):
             narrow = [
-                Candidate.from_row(r)
-                for r in reads.search_candidates(
-                    "alice", scopes, query, now=now, category=category, limit=limit
+                SearchRow.from_row(r)
+                for r in fetch_rows(
+                    reads,
+                    "alice",
+                    scopes,
+                    Query.of(query),
+                    now=now,
+                    category=category,
+                    limit=limit,
                 )
             ]
             assert all(c.terms is not None for c in narrow)
@@ -101,6 +111,8 @@ def test_the_narrow_fetch_ranks_as_the_full_pool_does(
             got = search(
                 narrow, query, workspace="learning", now=now, category=category, limit=limit
             )
-            assert [i.candidate.memory_id for i in got.items] == [
-                i.candidate.memory_id for i in want.items
-            ], (query, category, limit)
+            assert [i.row.memory_id for i in got.items] == [i.row.memory_id for i in want.items], (
+                query,
+                category,
+                limit,
+            )

@@ -11,13 +11,14 @@ import numpy as np
 import pytest
 
 from domain.model.text import normalise_content
-from retrieval.background_texts import CHINESE, ENGLISH
-from retrieval.calibration import TOP_K, Background, is_cjk
+from retrieval.calibration import CHINESE, ENGLISH, TOP_K, Background, is_cjk
 from retrieval.hybrid import MIN_RELEVANCE, HybridRanker, relevance
-from retrieval.lexical import Candidate, LexicalRanker
+from retrieval.lexical import LexicalRanker
+from retrieval.query import Query
+from retrieval.rows import SearchRow
 from retrieval.vectors.embedder import Vectors, normalised
 from retrieval.vectors.service import EmbeddingService
-from tests.search_candidates import search_candidate
+from tests.search_rows import search_row
 
 NOW = datetime(2026, 11, 30, tzinfo=UTC)
 
@@ -99,9 +100,9 @@ def test_relevance_is_cosine_minus_hubness() -> None:
     assert found == pytest.approx({a: 0.05, b: 0.04})
 
 
-def _candidate(key: str, content: str, age: float = 0.0) -> Candidate:
+def _candidate(key: str, content: str, age: float = 0.0) -> SearchRow:
     updated_at = datetime.fromtimestamp(NOW.timestamp() - age, UTC)
-    return search_candidate(key, content, updated_at=updated_at)
+    return search_row(key, content, updated_at=updated_at)
 
 
 def test_a_vector_only_memory_needs_the_threshold_and_a_lexical_match_is_always_kept() -> None:
@@ -115,15 +116,17 @@ def test_a_vector_only_memory_needs_the_threshold_and_a_lexical_match_is_always_
     }
     ranker = HybridRanker(LexicalRanker(), scores)
 
-    ranked = ranker.rank("when is my cat awake", [weak, strong, lexical], now=NOW)
+    ranked = ranker.rank(Query.of("when is my cat awake"), [weak, strong, lexical], now=NOW)
 
-    assert [s.candidate for s in ranked] == [strong, lexical]
+    assert [s.row for s in ranked] == [strong, lexical]
 
 
 def test_vector_only_memories_rank_by_relevance_then_newer_first() -> None:
     old, new, best = (_candidate(f"k{i}", f"text {i}", age) for i, age in enumerate((9, 1, 5)))
     scores = {old.memory_id: 0.05, new.memory_id: 0.05, best.memory_id: 0.08}
 
-    ranked = HybridRanker(LexicalRanker(), scores).rank("question", [old, new, best], now=NOW)
+    ranked = HybridRanker(LexicalRanker(), scores).rank(
+        Query.of("question"), [old, new, best], now=NOW
+    )
 
-    assert [s.candidate for s in ranked] == [best, new, old]
+    assert [s.row for s in ranked] == [best, new, old]

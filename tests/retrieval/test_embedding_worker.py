@@ -20,7 +20,7 @@ from api.deps import Services
 from api.metrics import Metrics
 from domain.ledger.ledger import MemoryLedger
 from domain.model.values import Scope
-from projections.queries import Reads
+from projections.reads import Reads
 from projections.registry import main_projections
 from projections.views.embeddings import Embeddings
 from projections.worker import ProjectionWorker

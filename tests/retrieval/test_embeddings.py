@@ -16,7 +16,7 @@ from api.deps import Services
 from api.metrics import Metrics
 from domain.ledger.ledger import MemoryLedger
 from domain.model.values import Scope
-from projections.queries import Reads
+from projections.reads import Reads
 from projections.rebuild import rebuild
 from projections.registry import all_projections, select
 from projections.worker import ProjectionWorker

@@ -8,8 +8,10 @@ import pytest
 
 from retrieval.glossary import Glossary, english_terms, fold, shared_glossary
 from retrieval.hybrid import MIN_RELEVANCE, TRANSLATED_WEIGHT, HybridRanker
-from retrieval.lexical import Candidate, LexicalRanker
-from tests.search_candidates import search_candidate
+from retrieval.lexical import LexicalRanker
+from retrieval.query import Query
+from retrieval.rows import SearchRow
+from tests.search_rows import search_row
 
 NOW = datetime(2026, 11, 30, tzinfo=UTC)
 SMALL = Glossary(
@@ -119,8 +121,8 @@ def test_the_bundled_dictionary_translates_both_ways() -> None:
     assert _coverage(glossary, "基金申请书的截止时间", "grant", "The deadline is in May.") > 0
 
 
-def _candidate(key: str, content: str) -> Candidate:
-    return search_candidate(key, content, updated_at=NOW)
+def _candidate(key: str, content: str) -> SearchRow:
+    return search_row(key, content, updated_at=NOW)
 
 
 def test_dictionary_evidence_lifts_a_memory_with_a_vector_over_the_threshold() -> None:
@@ -133,10 +135,10 @@ def test_dictionary_evidence_lifts_a_memory_with_a_vector_over_the_threshold() -
     with_dictionary = HybridRanker(LexicalRanker(), scores, glossary=SMALL)
     without = HybridRanker(LexicalRanker(), scores)
 
-    assert [s.candidate for s in with_dictionary.rank("teaching assistant", pool, now=NOW)] == [
+    assert [s.row for s in with_dictionary.rank(Query.of("teaching assistant"), pool, now=NOW)] == [
         translated
     ]
-    assert without.rank("teaching assistant", pool, now=NOW) == []
+    assert without.rank(Query.of("teaching assistant"), pool, now=NOW) == []
 
 
 def test_dictionary_evidence_never_admits_a_memory_without_a_vector() -> None:
@@ -144,7 +146,7 @@ def test_dictionary_evidence_never_admits_a_memory_without_a_vector() -> None:
 
     ranker = HybridRanker(LexicalRanker(), {}, glossary=SMALL)
 
-    assert ranker.rank("teaching assistant", [translated], now=NOW) == []
+    assert ranker.rank(Query.of("teaching assistant"), [translated], now=NOW) == []
 
 
 def test_the_retrieval_version_names_the_dictionary_and_its_weight() -> None:

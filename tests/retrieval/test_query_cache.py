@@ -12,14 +12,11 @@ import pytest
 from domain.model.values import Scope
 from domain.policy import visible_scopes
 from retrieval import search as query_cache
-from retrieval.lexical import LexicalRanker, SearchResult
-from retrieval.search import (
-    Found,
-    MemorySearch,
-    QueryCache,
-    RevisionSnapshot,
-    SearchKey,
-)
+from retrieval.cache import QueryCache, RevisionSnapshot, SearchKey
+from retrieval.lexical import LexicalRanker
+from retrieval.pipeline import SearchResult
+from retrieval.query import Query
+from retrieval.search import Found, MemorySearch
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -45,6 +42,8 @@ def key(**changes: Any) -> SearchKey:
         "revision": 3,
         "retrieval_version": "lexical-1",
     } | changes
+    if isinstance(fields["query"], str):
+        fields["query"] = Query.of(fields["query"])
     return SearchKey.of(**fields)
 
 
@@ -224,11 +223,16 @@ def snapshot(monkeypatch: pytest.MonkeyPatch) -> list[RevisionSnapshot]:
 
 
 def searcher(reads: FakeReads, cache: QueryCache[SearchKey, Found] | None) -> MemorySearch:
-    return MemorySearch(reads, cache)  # type: ignore[arg-type]
+    def rows(
+        user_id: str, scopes: Sequence[Scope], query: Query, *, now: datetime, **_: Any
+    ) -> list[dict[str, Any]]:
+        return reads.retrievable_memories(user_id, scopes, now=now, limit=1000)
+
+    return MemorySearch(reads, cache, rows=rows)  # type: ignore[arg-type]
 
 
 def ids(found: Found) -> list[UUID]:
-    return [i.candidate.memory_id for i in found.result.items]
+    return [i.row.memory_id for i in found.result.items]
 
 
 def test_without_a_cache_every_search_reads_rows(snapshot: list[RevisionSnapshot]) -> None:

@@ -72,7 +72,7 @@ from api.app import create_app
 from api.deps import Services
 from api.metrics import Metrics
 from domain.ledger.ledger import MemoryLedger
-from projections.queries import Reads
+from projections.reads import Reads
 from projections.registry import all_projections
 from projections.worker import ProjectionWorker
 from retrieval.vectors.service import EmbeddingService

@@ -11,21 +11,16 @@ import pytest
 from domain.ledger.ledger import MemoryLedger
 from domain.model.values import Scope
 from domain.policy import visible_scopes
-from projections.queries import Reads
+from projections.reads import Reads
+from projections.views.terms import query_terms
 from projections.worker import ProjectionWorker
-from retrieval.lexical import (
-    ELLIPSIS,
-    ITEM_TOKENS,
-    TOTAL_TOKENS,
-    Candidate,
-    LexicalRanker,
-    estimate_tokens,
-    query_terms,
-    search,
-    shadow_global,
-    truncate,
-)
-from tests.search_candidates import search_candidate
+from retrieval.budget import ELLIPSIS, estimate_tokens, truncate
+from retrieval.lexical import LexicalRanker
+from retrieval.pipeline import ITEM_TOKENS, TOTAL_TOKENS, search
+from retrieval.query import Query
+from retrieval.rows import SearchRow
+from retrieval.visibility import shadow_global
+from tests.search_rows import search_row
 
 NOW = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)
 
@@ -39,8 +34,8 @@ def memory(
     age_days: float = 1,
     status: str = "active",
     **dates: Any,
-) -> Candidate:
-    return search_candidate(
+) -> SearchRow:
+    return search_row(
         key or f"k_{uuid4().hex[:8]}",
         content,
         updated_at=NOW - timedelta(days=age_days),
@@ -51,9 +46,9 @@ def memory(
     )
 
 
-def find(pool: list[Candidate], query: str, **options: Any) -> list[str]:
+def find(pool: list[SearchRow], query: str, **options: Any) -> list[str]:
     result = search(pool, query, workspace="learning", now=NOW, **options)
-    return [item.candidate.content for item in result.items]
+    return [item.row.content for item in result.items]
 
 
 # -- terms -------------------------------------------------------------------------------------
@@ -173,10 +168,10 @@ def test_a_memory_due_for_review_ranks_below_an_otherwise_equal_one() -> None:
 
 def test_ranking_is_deterministic() -> None:
     pool = [memory(f"python note {i}", age_days=1) for i in range(6)]  # all tied
-    first = LexicalRanker().rank("python", pool, now=NOW)
-    again = LexicalRanker().rank("python", list(reversed(pool)), now=NOW)
+    first = LexicalRanker().rank(Query.of("python"), pool, now=NOW)
+    again = LexicalRanker().rank(Query.of("python"), list(reversed(pool)), now=NOW)
 
-    assert [s.candidate.memory_id for s in first] == [s.candidate.memory_id for s in again]
+    assert [s.row.memory_id for s in first] == [s.row.memory_id for s in again]
 
 
 # -- filters -----------------------------------------------------------------------------------
@@ -294,7 +289,7 @@ def test_the_total_budget_holds_and_keeps_rank_order() -> None:
     assert result.total_tokens == sum(i.tokens for i in result.items) <= TOTAL_TOKENS
     assert len(result.items) == 4  # 160 + 160 + 160 + a cut fourth (< 120), then nothing
     assert result.items[-1].tokens <= TOTAL_TOKENS - 3 * ITEM_TOKENS
-    ages = [item.candidate.updated_at for item in result.items]
+    ages = [item.row.updated_at for item in result.items]
     assert ages == sorted(ages, reverse=True)
 
 
@@ -349,9 +344,9 @@ def test_search_over_the_projection_forgets_with_the_memory(
     def hits() -> list[UUID]:
         rows = reads.retrievable_memories("alice", visible_scopes("research"), now=clock.now)
         result = search(
-            [Candidate.from_row(r) for r in rows], "python", workspace="research", now=clock.now
+            [SearchRow.from_row(r) for r in rows], "python", workspace="research", now=clock.now
         )
-        return [item.candidate.memory_id for item in result.items]
+        return [item.row.memory_id for item in result.items]
 
     assert hits() == [memory_id]
     ledger.forget_memory("alice", memory_id)

@@ -16,10 +16,12 @@ import pytest
 from domain.ledger.ledger import MemoryLedger
 from domain.model.values import Scope
 from domain.policy import visible_scopes
-from projections.queries import Reads
+from projections.reads import Reads
 from projections.worker import ProjectionWorker
-from retrieval.fetch import SLACK, levels
-from retrieval.lexical import Candidate, search
+from retrieval.fetch import SLACK, fetch_rows, levels
+from retrieval.pipeline import search
+from retrieval.query import Query
+from retrieval.rows import SearchRow
 
 LEARNING = Scope.workspace("learning")
 TEACHING = Scope.workspace("teaching")
@@ -85,17 +87,17 @@ def test_the_staged_fetch_answers_as_the_full_pool(
     now = clock.now
     scopes = visible_scopes(workspace)
     everything = [
-        Candidate.from_row(r)
+        SearchRow.from_row(r)
         for r in reads.retrievable_memories("alice", scopes, now=now, limit=10_000)
     ]
     for query in QUERIES:
         for category, limit in ((None, 1), (None, 5), (None, 20), ("goal", 3), ("fact", 5)):
-            rows = reads.search_candidates(
-                "alice", scopes, query, now=now, category=category, limit=limit
+            rows = fetch_rows(
+                reads, "alice", scopes, Query.of(query), now=now, category=category, limit=limit
             )
             assert all(r["user_id"] == "alice" for r in rows)
             got = search(
-                [Candidate.from_row(r) for r in rows],
+                [SearchRow.from_row(r) for r in rows],
                 query,
                 workspace=workspace,
                 now=now,
@@ -105,21 +107,23 @@ def test_the_staged_fetch_answers_as_the_full_pool(
             want = search(
                 everything, query, workspace=workspace, now=now, category=category, limit=limit
             )
-            assert [i.candidate.memory_id for i in got.items] == [
-                i.candidate.memory_id for i in want.items
-            ], (query, category, limit)
+            assert [i.row.memory_id for i in got.items] == [i.row.memory_id for i in want.items], (
+                query,
+                category,
+                limit,
+            )
 
 
 def test_the_fetch_stays_narrow_for_common_terms(reads: Reads, clock: Any) -> None:
     scopes = visible_scopes("learning")
-    rows = reads.search_candidates("alice", scopes, "goal", now=clock.now, limit=5)
+    rows = fetch_rows(reads, "alice", scopes, Query.of("goal"), now=clock.now, limit=5)
     assert len(rows) <= 5 + SLACK  # not the 20-odd visible memories holding "goal"
 
 
 def test_no_match_fetches_nothing(reads: Reads, clock: Any) -> None:
     scopes = visible_scopes("learning")
-    assert reads.search_candidates("alice", scopes, "kubernetes", now=clock.now) == []
-    assert reads.search_candidates("alice", [], "goal", now=clock.now) == []
+    assert fetch_rows(reads, "alice", scopes, Query.of("kubernetes"), now=clock.now) == []
+    assert fetch_rows(reads, "alice", [], Query.of("goal"), now=clock.now) == []
 
 
 def test_levels_are_the_minimal_term_subsets_of_each_weight() -> None:

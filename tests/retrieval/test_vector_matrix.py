@@ -15,7 +15,7 @@ import pytest
 from domain.ledger.ledger import MemoryLedger
 from domain.model.values import Scope
 from domain.policy import visible_scopes
-from projections.queries import Reads
+from projections.reads import Reads
 from projections.registry import main_projections
 from projections.views.embeddings import Embeddings
 from projections.worker import ProjectionWorker

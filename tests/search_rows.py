@@ -6,10 +6,10 @@ from datetime import datetime
 from typing import Any
 from uuid import uuid4
 
-from retrieval.lexical import Candidate
+from retrieval.rows import SearchRow
 
 
-def search_candidate(
+def search_row(
     key: str,
     content: str,
     *,
@@ -18,9 +18,9 @@ def search_candidate(
     workspace: str | None = None,
     status: str = "active",
     **dates: Any,
-) -> Candidate:
+) -> SearchRow:
     """An explicit memory of `key`: global, or in `workspace` when one is given."""
-    return Candidate(
+    return SearchRow(
         memory_id=uuid4(),
         memory_key=key,
         content=content,
