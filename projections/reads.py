@@ -42,7 +42,8 @@ class Reads:
         """Every row of `query` as a dict."""
         with self.pool.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
             cur.execute(query, params)
-            return cur.fetchall()
+            rows: list[dict[str, Any]] = cur.fetchall()
+            return rows
 
     def memory(self, user_id: str, memory_id: UUID) -> dict[str, Any] | None:
         """One live memory of the user, or None."""

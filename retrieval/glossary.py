@@ -1,12 +1,9 @@
 """Bilingual lexical evidence for hybrid retrieval: English and Chinese met through CC-CEDICT.
 
-Why: the bundled multilingual-e5-small scores an English question against a Chinese memory
-(and the other way round) much lower than a same-language paraphrase, so a calibrated relevance
-threshold that keeps unrelated queries empty shuts out many cross-language answers. A dictionary
-can say what the vectors cannot be sure of: "teaching assistant" is 助教, 截止 is a deadline.
-`coverage(query, memory)` is how much of the query a memory holds *in the other language too*;
-retrieval/hybrid.py adds it, down-weighted, to the vector relevance of memories that have a
-vector (it never admits a memory on its own, and lexical search is untouched).
+`Evidence(shared_glossary(), query.normal, weight).credit(memory_key, content)` is weight x how
+much of the query a memory holds *in the other language too* (`Glossary.coverage`);
+retrieval/hybrid.py adds it to the vector relevance of memories that have a vector (it never
+admits a memory on its own). Why a dictionary: docs/retrieval.md.
 
 Both sides are put in one space of English terms (lower case, stop words out, a light stemmer
 that folds plurals, -ing/-ed/-ation and British -ise into one form):

@@ -24,7 +24,7 @@ from retrieval.fetch import fetch_rows
 from retrieval.lexical import LexicalRanker
 from retrieval.pipeline import DEFAULT_LIMIT, SearchResult, search
 from retrieval.query import Query
-from retrieval.rows import SearchRow
+from retrieval.rows import Ranker, SearchRow
 
 if TYPE_CHECKING:
     from retrieval.hybrid import HybridSource
@@ -135,7 +135,7 @@ class MemorySearch:
         limit: int,
     ) -> tuple[Found, list[dict[str, Any]], str]:
         rows = self.rows(user_id, scopes, query, now=now, category=category, limit=limit)
-        ranker = self.ranker
+        ranker: Ranker = self.ranker
         if self.vectors is not None:  # hybrid: add the vector rows, fuse the rankings
             hybrid = self.vectors.find(
                 self.reads,
