@@ -17,8 +17,8 @@ from api.metrics import StateCollector
 from api.middleware import RequestContext
 from api.routes import audit, candidates, legacy, memories, settings, tools
 from api.schemas.errors import ERROR_RESPONSES
-from projections.embedding.store import VectorReads
 from projections.worker import ProjectionWorker
+from retrieval.vectors.store import VectorReads
 
 __all__ = ["create_app"]
 

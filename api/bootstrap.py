@@ -20,13 +20,13 @@ from api.settings import Settings
 from domain.ledger.keyring import KeyringError, MasterKeyring, generate_master_key
 from domain.ledger.ledger import MemoryLedger
 from domain.ledger.persistence.pool import LifoReadPool
-from projections.embedding.configured import make_embedder
-from projections.embedding.service import EmbeddingService
-from projections.queries import Reads
-from projections.query_cache import QueryCache
+from projections.reads import Reads
 from projections.registry import all_projections, main_projections
 from projections.views.embeddings import Embeddings
 from projections.worker import ProjectionWorker, ensure_tables
+from retrieval.cache import QueryCache
+from retrieval.vectors.configured import make_embedder
+from retrieval.vectors.service import EmbeddingService
 
 __all__ = [
     "build_embedding_worker",

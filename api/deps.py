@@ -17,10 +17,11 @@ from domain.errors import LedgerUnavailable
 from domain.ledger.access import AccessHit
 from domain.ledger.ledger import MemoryLedger
 from domain.ledger.results import Outcome
-from projections.embedding.service import EmbeddingService
-from projections.queries import Reads
-from projections.query_cache import Found, QueryCache, SearchKey
+from projections.reads import Reads
 from projections.worker import ProjectionWorker
+from retrieval.cache import QueryCache, SearchKey
+from retrieval.search import Found
+from retrieval.vectors.service import EmbeddingService
 
 __all__ = ["CurrentIdentity", "FreshReads", "Services", "ServicesDep", "fresh_reads"]
 
@@ -86,7 +87,7 @@ class Services:
         """Wait (bounded) until projections show this user's writes (read-your-writes).
 
         Only `worker`'s projections are waited for, not the embeddings: search ranks a memory
-        without a vector lexically, and never scores a forgotten one (see projections/hybrid.py).
+        without a vector lexically, and never scores a forgotten one (see retrieval/hybrid.py).
 
         When they do not catch up in time the read is refused with 503 rather than served
         stale: a stale read could show a memory its owner has just forgotten.

@@ -23,7 +23,7 @@ from domain.errors import (
     SensitiveContent,
 )
 from domain.ledger.correlation import current_request_id
-from projections.queries import InvalidCursor
+from projections.reads import InvalidCursor
 
 __all__ = ["install_error_handlers"]
 

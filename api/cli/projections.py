@@ -13,8 +13,8 @@ from api.settings import Settings
 
 if TYPE_CHECKING:
     from domain.ledger.ledger import MemoryLedger
-    from projections.embedding.service import EmbeddingService
     from projections.worker import ProjectionWorker
+    from retrieval.vectors.service import EmbeddingService
 
 __all__ = ["projections_app"]
 

@@ -44,8 +44,8 @@ def serve(
     )
     from api.middleware import configure_logging
     from domain.ledger.keyring import KeyringError
-    from projections.calibration import Background
-    from projections.glossary import shared_glossary
+    from retrieval.calibration import Background
+    from retrieval.glossary import shared_glossary
 
     settings = load_settings(dev=dev)
     try:

@@ -23,7 +23,7 @@ from api.schemas.memories import (
 from domain.errors import MemoryForgotten, NotFound
 from domain.ledger.arguments import UNSET
 from domain.model.values import Scope
-from projections.queries import Reads
+from projections.reads import Reads
 
 __all__ = ["router"]
 

@@ -18,7 +18,7 @@ student's details in a global memory either; refusals are 422 like any invalid v
 Audit (section 17): each search records the returned memory ids (`memory.search`), each list the
 listed ones (`memory.read`), each denial its reason (`memory.policy_denied`), through the
 services' AccessLog: queued on the request, written to the ledger in the background, never with
-content or query text. Search results are cached briefly (projections/query_cache.py).
+content or query text. Search results are cached briefly (retrieval/search.py).
 """
 
 from __future__ import annotations
@@ -61,10 +61,11 @@ from domain.ledger.results import MemoryState, Outcome
 from domain.model.text import normalise_content
 from domain.model.values import Scope, check_category, check_content, check_key
 from domain.model.workspace_rules import check_workspace_content
-from projections.hybrid import HybridSource
-from projections.queries import Reads
-from projections.query_cache import MemorySearch
-from projections.search import due_for_review, retrievable
+from projections.reads import Reads
+from retrieval.hybrid import HybridSource
+from retrieval.rows import due_for_review
+from retrieval.search import MemorySearch
+from retrieval.visibility import retrievable
 
 __all__ = ["router"]
 
@@ -108,7 +109,7 @@ def search_core_memories(
                         c.workspace_type,
                         found.revisions.get(c.memory_id),
                     )
-                    for c in (i.candidate for i in result.items)
+                    for c in (i.row for i in result.items)
                 ],
             )
         metrics = services.metrics
@@ -125,7 +126,7 @@ def search_core_memories(
         items = [
             SearchHit.model_validate(
                 {
-                    **{k: getattr(i.candidate, k) for k in SearchHit.model_fields if k != "tokens"},
+                    **{k: getattr(i.row, k) for k in SearchHit.model_fields if k != "tokens"},
                     "content": i.content,
                     "tokens": i.tokens,
                 }

@@ -8,14 +8,17 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 from uuid import UUID
 
 from psycopg import Cursor
 from psycopg.sql import SQL, Composed, Identifier
 
+from projections.tables import Tables
+
 __all__ = [
     "Column",
+    "ReadSource",
     "RowChanges",
     "array_literal",
     "column_names",
@@ -209,3 +212,16 @@ class RowChanges:
             groups.setdefault(names, []).append((key, *map(values.__getitem__, names)))
         for names, rows in groups.items():
             update_rows(cur, self.table, self.key, names, self.types, rows)
+
+
+class ReadSource(Protocol):
+    """Where a view's query functions read: its tables, and a way to run one statement.
+
+    `projections.reads.Reads` is the one implementation (each call takes a pooled connection).
+    """
+
+    t: Tables
+
+    def all(self, query: Composed, params: tuple[Any, ...]) -> list[dict[str, Any]]:
+        """Every row of `query` as a dict."""
+        ...

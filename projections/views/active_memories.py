@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import base64
+import json
 from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
+from uuid import UUID
 
 from psycopg import Cursor
 from psycopg.sql import SQL, Composed
 
+from domain.model.values import Scope
 from projections.base import Projection
 from projections.envelope import Envelope
 from projections.tables import Tables
@@ -17,9 +23,26 @@ from projections.views._memory_rows import (
     STATE_FROM_UPDATED,
     fold_memory_events,
 )
-from projections.views._rows import Column, RowChanges, column_names, column_types, create_table
+from projections.views._rows import (
+    Column,
+    ReadSource,
+    RowChanges,
+    column_names,
+    column_types,
+    create_table,
+)
 
-__all__ = ["COLUMNS", "ActiveMemories"]
+__all__ = [
+    "COLUMNS",
+    "ActiveMemories",
+    "InvalidCursor",
+    "Page",
+    "expired_count",
+    "memories",
+    "memory",
+    "memory_by_key",
+    "retrievable_memories",
+]
 
 TABLE = (
     *STATE_BEFORE_CREATED,
@@ -50,3 +73,138 @@ class ActiveMemories(Projection):
         rows = RowChanges(t["active_memories"], "memory_id", COLUMNS, TYPES)
         fold_memory_events(rows, batch, track_position=True)
         rows.flush(cur)
+
+
+# -- queries -----------------------------------------------------------------------------------
+
+_MEMORY = SQL(", ").join(SQL(c) for c in ("memory_id", *COLUMNS))
+
+
+class InvalidCursor(ValueError):
+    """A pagination cursor that this API did not hand out."""
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    """A page of rows and the cursor of the next page (None when done)."""
+
+    items: list[dict[str, Any]]
+    next_cursor: str | None
+
+
+def _encode_cursor(created_at: datetime, memory_id: UUID) -> str:
+    raw = json.dumps([created_at.isoformat(), str(memory_id)]).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def _decode_cursor(cursor: str) -> tuple[datetime, UUID]:
+    try:
+        padded = cursor + "=" * (-len(cursor) % 4)
+        created_at, memory_id = json.loads(base64.urlsafe_b64decode(padded))
+        return datetime.fromisoformat(created_at), UUID(memory_id)
+    except (ValueError, TypeError) as error:
+        raise InvalidCursor("cursor is not one this API returned") from error
+
+
+def memory(src: ReadSource, user_id: str, memory_id: UUID) -> dict[str, Any] | None:
+    """One live memory of the user, or None."""
+    rows = src.all(
+        SQL("SELECT {} FROM {} WHERE memory_id = %s AND user_id = %s").format(
+            _MEMORY, src.t["active_memories"]
+        ),
+        (memory_id, user_id),
+    )
+    return rows[0] if rows else None
+
+
+def memories(
+    src: ReadSource,
+    user_id: str,
+    *,
+    scope_type: str | None = None,
+    workspace_type: str | None = None,
+    status: str | None = None,
+    category: str | None = None,
+    limit: int = 50,
+    cursor: str | None = None,
+) -> Page:
+    """The user's live memories, oldest first, keyset-paginated."""
+    where = [SQL("user_id = %s")]
+    params: list[Any] = [user_id]
+    for column, value in (
+        ("scope_type", scope_type),
+        ("workspace_type", workspace_type),
+        ("status", status),
+        ("category", category),
+    ):
+        if value is not None:
+            where.append(SQL(f"{column} = %s"))
+            params.append(value)
+    if cursor:
+        created_at, memory_id = _decode_cursor(cursor)
+        where.append(SQL("(created_at, memory_id) > (%s, %s)"))
+        params += [created_at, memory_id]
+    rows = src.all(
+        SQL("SELECT {} FROM {} WHERE {} ORDER BY created_at, memory_id LIMIT %s").format(
+            _MEMORY, src.t["active_memories"], SQL(" AND ").join(where)
+        ),
+        (*params, limit + 1),
+    )
+    more = len(rows) > limit
+    rows = rows[:limit]
+    last = rows[-1] if more else None
+    return Page(rows, _encode_cursor(last["created_at"], last["memory_id"]) if last else None)
+
+
+def expired_count(src: ReadSource) -> int:
+    """How many live memories are past their expiry (a section 17 metric)."""
+    rows = src.all(
+        SQL("SELECT count(*) AS n FROM {} WHERE expires_at <= now()").format(
+            src.t["active_memories"]
+        ),
+        (),
+    )
+    return int(rows[0]["n"])
+
+
+def retrievable_memories(
+    src: ReadSource,
+    user_id: str,
+    scopes: Sequence[Scope],
+    *,
+    now: datetime,
+    limit: int = 1000,
+) -> list[dict[str, Any]]:
+    """The user's active, unexpired memories in these scopes, newest first (at most `limit`)."""
+    if not scopes:
+        return []
+    in_scope = SQL(" OR ").join(
+        SQL("(scope_type = %s AND workspace_type IS NOT DISTINCT FROM %s)") for _ in scopes
+    )
+    return src.all(
+        SQL(
+            "SELECT {} FROM {} WHERE user_id = %s AND status = 'active'"
+            " AND (expires_at IS NULL OR expires_at > %s) AND ({})"
+            " ORDER BY updated_at DESC, memory_id LIMIT %s"
+        ).format(_MEMORY, src.t["active_memories"], in_scope),
+        (
+            user_id,
+            now,
+            *(v for s in scopes for v in (s.scope_type, s.workspace_type)),
+            limit,
+        ),
+    )
+
+
+def memory_by_key(
+    src: ReadSource, user_id: str, scope: Scope, memory_key: str
+) -> dict[str, Any] | None:
+    """The live memory (active or suppressed) holding a normalised key in a scope, or None."""
+    rows = src.all(
+        SQL(
+            "SELECT {} FROM {} WHERE user_id = %s AND scope_type = %s"
+            " AND workspace_type IS NOT DISTINCT FROM %s AND memory_key = %s LIMIT 1"
+        ).format(_MEMORY, src.t["active_memories"]),
+        (user_id, scope.scope_type, scope.workspace_type, memory_key),
+    )
+    return rows[0] if rows else None

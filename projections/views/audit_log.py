@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any, Final
+from uuid import UUID
 
 from psycopg import Cursor
 from psycopg.sql import SQL, Composed
@@ -16,12 +17,15 @@ from domain.model.access import AccessRecord
 from domain.model.candidate import MemoryCandidate
 from domain.model.memory import Memory
 from domain.model.memory_settings import MemorySettings
+from domain.model.values import Scope
 from projections.base import Projection
 from projections.envelope import Envelope, EventKinds, event_id
 from projections.tables import Tables
-from projections.views._rows import copy_rows
+from projections.views._rows import ReadSource, copy_rows
+from projections.views.profile_changes import TABLE as PROFILE_CHANGES
+from projections.views.profile_rules import FIELDS
 
-__all__ = ["EVENT_TYPES", "AuditLog", "event_type"]
+__all__ = ["EVENT_TYPES", "AuditLog", "audit", "event_type", "forgotten_scope"]
 
 EVENT_TYPES: Final[dict[type, str]] = {
     Memory.Created: "memory.created",
@@ -174,3 +178,65 @@ class AuditLog(Projection):
 
     def apply(self, cur: Cursor[Any], t: Tables, batch: Sequence[Envelope]) -> None:
         copy_rows(cur, t["audit_log"], _COLUMNS, _TYPES, map(_row, batch))
+
+
+# -- queries -----------------------------------------------------------------------------------
+
+_MAX_CHANGES = len(FIELDS)  # profile changes one event can cause: one per field at most
+
+
+def audit(
+    src: ReadSource,
+    *,
+    after: int,
+    limit: int,
+    user_id: str | None = None,
+    memory_id: UUID | None = None,
+) -> list[dict[str, Any]]:
+    """Audit rows after a position, ascending; never content or keys.
+
+    Each ledger event's row is followed by the profile changes it caused (same position,
+    `memory.projection_created` / `_removed`, from the profile projection). A page never
+    splits one position's rows, so paging by position loses none: when the `limit`-th row
+    is not its position's last, that position is left for the next page, unless it is the
+    page's only one (then all its rows come, a few more than `limit`).
+    """
+    where = [SQL("position > %s")]
+    params: list[Any] = [after]
+    if user_id is not None:
+        where.append(SQL("user_id = %s"))
+        params.append(user_id)
+    if memory_id is not None:
+        where.append(SQL("memory_id = %s"))
+        params.append(memory_id)
+    condition = SQL(" AND ").join(where)
+    query = SQL(
+        "SELECT position, 0 AS seq, event_id, event_type, memory_id, user_id, scope_type,"
+        " workspace_type, revision, content_hash, occurred_at, request_id FROM {audit}"
+        " WHERE {condition}"
+        " UNION ALL SELECT position, seq, event_id, event_type, memory_id, user_id,"
+        " scope_type, workspace_type, revision, NULL, occurred_at, request_id FROM {changes}"
+        " WHERE {condition} ORDER BY position, seq LIMIT %s"
+    ).format(audit=src.t["audit_log"], changes=src.t[PROFILE_CHANGES], condition=condition)
+    rows = src.all(query, (*params, *params, limit + 1))
+    if len(rows) > limit:
+        last = rows[limit]["position"]
+        rows = [r for r in rows[:limit] if r["position"] != last]
+        if not rows:  # one position holds more rows than the limit: return them all
+            rows = src.all(query, (*params, *params, limit + _MAX_CHANGES + 1))
+            rows = [r for r in rows if r["position"] == last]
+    for row in rows:
+        del row["seq"]
+    return rows
+
+
+def forgotten_scope(src: ReadSource, user_id: str, memory_id: UUID) -> Scope | None:
+    """The scope a memory of this user had when it was forgotten; None if not forgotten."""
+    rows = src.all(
+        SQL(
+            "SELECT scope_type, workspace_type FROM {} WHERE memory_id = %s AND user_id = %s"
+            " AND event_type = 'memory.deleted' LIMIT 1"
+        ).format(src.t["audit_log"]),
+        (memory_id, user_id),
+    )
+    return Scope(rows[0]["scope_type"], rows[0]["workspace_type"]) if rows else None

@@ -15,9 +15,9 @@ from domain.model.memory import Memory
 from projections.base import Projection
 from projections.envelope import Envelope, EventKinds
 from projections.tables import Tables
-from projections.views._rows import RowChanges
+from projections.views._rows import ReadSource, RowChanges
 
-__all__ = ["Candidates"]
+__all__ = ["Candidates", "in_status"]
 
 COLUMNS = (
     "user_id",
@@ -158,3 +158,14 @@ _KINDS = EventKinds(
     ),
     _OTHER,
 )
+
+
+def in_status(src: ReadSource, user_id: str, status: str) -> list[dict[str, Any]]:
+    """The user's candidates in one status, newest first."""
+    return src.all(
+        SQL(
+            "SELECT * FROM {} WHERE user_id = %s AND status = %s"
+            " ORDER BY created_at DESC, candidate_id"
+        ).format(src.t["candidates"]),
+        (user_id, status),
+    )

@@ -12,8 +12,13 @@ slow, and must hold back neither the other projections nor a forget behind it. R
 without a vector (the embedder was off or failing) are filled later by `backfill`, a few at a
 time, from the memory's content in search_terms at the same revision, whenever the worker is
 caught up and the embedder answers. Every change of a user's vectors renews their stamp in
-`embedding_stamps` (projections/embedding/matrix.py) and drops their matrices cached in this
-process, so search never scores with vectors that changed or were deleted.
+`embedding_stamps` (read by retrieval/vectors/matrix.py) and drops their matrices cached in
+this process (`PassageEmbedder.vectors_changed`), so search never scores with vectors that
+changed or were deleted.
+
+The embedder is injected (api/bootstrap.py): any `PassageEmbedder`, in production
+`retrieval.vectors.service.EmbeddingService`. The stored encoding of a vector (`to_bytes`,
+`from_bytes`) and the text a memory is embedded from (`passage_text`) are this view's.
 
 Vectors are personal data derived from content: they live here only, are never logged,
 audited or exported, and go with the memory when it is forgotten. Changing the model needs
@@ -24,17 +29,16 @@ then search uses the vectors it has (of the configured model).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Final, Protocol
 from uuid import UUID
 
+import numpy as np
+import numpy.typing as npt
 from psycopg import Connection, Cursor
 from psycopg.sql import SQL, Composed
 
 from domain.model.events import REDACTED
 from projections.base import Projection
-from projections.embedding.embedder import passage_text, to_bytes
-from projections.embedding.matrix import STAMPS
-from projections.embedding.service import EmbeddingService
 from projections.envelope import Envelope
 from projections.memory_kinds import CONTENT as _CONTENT
 from projections.memory_kinds import CREATED as _CREATED
@@ -44,7 +48,63 @@ from projections.tables import Tables
 from projections.views._memory_rows import MEMORY_ID
 from projections.views._rows import Column, RowChanges, column_names, column_types, create_table
 
-__all__ = ["BACKFILL_BATCH", "COLUMNS", "Embeddings"]
+__all__ = [
+    "BACKFILL_BATCH",
+    "COLUMNS",
+    "DTYPE",
+    "STAMPS",
+    "Embeddings",
+    "PassageEmbedder",
+    "Vectors",
+    "from_bytes",
+    "passage_text",
+    "to_bytes",
+]
+
+DTYPE: Final = np.dtype("<f4")
+"""Vectors are stored and compared as little-endian float32."""
+
+Vectors = npt.NDArray[np.float32]
+STAMPS: Final = "embedding_stamps"
+"""Per user, a random stamp renewed whenever their vectors change (the matrix cache's key)."""
+
+
+def passage_text(memory_key: str, content: str) -> str:
+    """What a memory is embedded from: its key's words, then its content."""
+    return f"{memory_key.replace('_', ' ')}: {content}"
+
+
+def to_bytes(vector: Vectors) -> bytes:
+    """The stored form of one vector."""
+    return np.ascontiguousarray(vector, dtype=DTYPE).tobytes()
+
+
+def from_bytes(data: bytes, dim: int) -> Vectors:
+    """Vectors stored back to back (`to_bytes` of each) as a (n, dim) array."""
+    return np.frombuffer(data, dtype=DTYPE).reshape(-1, dim)
+
+
+class PassageEmbedder(Protocol):
+    """What the embeddings view needs of an embedder (failures contained: None, not raised)."""
+
+    @property
+    def model_id(self) -> str | None:
+        """The vector space the vectors are of; None: embeddings are off."""
+        ...
+
+    @property
+    def available(self) -> bool:
+        """False while off or failing."""
+        ...
+
+    def passages(self, texts: Sequence[str]) -> Vectors | None:
+        """One unit vector per text, or None when off or failing."""
+        ...
+
+    def vectors_changed(self, schema: str, users: set[str]) -> None:
+        """These users' vectors changed in `schema`: drop whatever was derived from them."""
+        ...
+
 
 BACKFILL_BATCH = 32
 """Memories embedded per backfill step (about a second with the bundled model)."""
@@ -61,12 +121,12 @@ TYPES = column_types(MEMORY_ID, TABLE)
 
 
 class Embeddings(Projection):
-    """The embeddings projection; `service` None (or one without embedder) stores no vectors."""
+    """The embeddings projection; `service` None (or one that is off) stores no vectors."""
 
     name = "embeddings"
     tables = ("embeddings",)
 
-    def __init__(self, service: EmbeddingService | None = None) -> None:
+    def __init__(self, service: PassageEmbedder | None = None) -> None:
         self.service = service
 
     @property
@@ -143,7 +203,7 @@ class Embeddings(Projection):
             (sorted(users),),
         )
         if self.service is not None:
-            self.service.matrices.evict(t.schema, users)
+            self.service.vectors_changed(t.schema, users)
 
     def backfill(self, conn: Connection[Any], t: Tables) -> int:
         """Embed up to BACKFILL_BATCH memories stored without a vector; returns how many.

@@ -13,9 +13,9 @@ from domain.model.memory import Memory
 from projections.base import Projection
 from projections.envelope import Envelope, EventKinds
 from projections.tables import Tables
-from projections.views._rows import copy_rows
+from projections.views._rows import ReadSource, copy_rows
 
-__all__ = ["MemoryVersions"]
+__all__ = ["MemoryVersions", "versions"]
 
 
 class MemoryVersions(Projection):
@@ -128,3 +128,15 @@ _KINDS: EventKinds[str | None] = EventKinds(
     None,
 )
 """The change type an event class makes ("forget" for Forgotten; None: no version)."""
+
+
+def versions(src: ReadSource, user_id: str, memory_id: UUID) -> list[dict[str, Any]]:
+    """Every revision of a live memory, ascending."""
+    return src.all(
+        SQL(
+            "SELECT revision, content, category, scope_type, workspace_type, change_type,"
+            " changed_via, source_candidate_id, created_at FROM {}"
+            " WHERE memory_id = %s AND user_id = %s ORDER BY revision"
+        ).format(src.t["memory_versions"]),
+        (memory_id, user_id),
+    )

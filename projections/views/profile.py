@@ -1,6 +1,6 @@
 """Profile: the small structured user view of design section 6, derived from memories.
 
-`profile_sources` holds one row per (memory, field) that `projections.profile_rules` derives
+`profile_sources` holds one row per (memory, field) that `projections.views.profile_rules` derives
 from a live memory, with the memory's owner and scope. `profile_memories` keeps, per live
 memory, what later events do not repeat: whether it is suppressed, when it expires, and its
 key when the key names a profile field (the exact-key rule needs it when the content changes;
@@ -37,10 +37,10 @@ from projections.memory_kinds import OTHER as _OTHER
 from projections.memory_kinds import RESTORED as _RESTORED
 from projections.memory_kinds import SCHEDULE as _SCHEDULE
 from projections.memory_kinds import SUPPRESSED as _SUPPRESSED
-from projections.profile_rules import FIELDS, MemoryFacts, derive
 from projections.tables import Tables
 from projections.views import profile_changes
 from projections.views._rows import RowChanges, copy_rows
+from projections.views.profile_rules import FIELDS, MemoryFacts, derive
 
 __all__ = ["Profile", "ProfileField", "profile_of"]
 

@@ -1,6 +1,6 @@
 """Search terms: each live memory with the ranker's document terms, under a per-user GIN index.
 
-`terms` holds `index_terms(memory_key, content)` (projections/search.py), each prefixed with
+`terms` holds `index_terms(memory_key, content)` (projections/views/terms.py), each prefixed with
 `user_id:` so that a GIN lookup only meets the user's own rows. A forgotten memory leaves no
 row; a memory whose personal fields were redacted keeps its row but has no terms.
 """
@@ -8,15 +8,16 @@ row; a memory whose personal fields were redacted keeps its row but has no terms
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 from psycopg import Cursor
 from psycopg.sql import SQL, Composed, Identifier
 
 from domain.model.events import REDACTED
+from domain.model.values import Scope
 from projections.base import Projection
 from projections.envelope import Envelope
-from projections.search import index_terms, key_terms
 from projections.tables import Tables
 from projections.views._memory_rows import (
     MEMORY_ID,
@@ -24,9 +25,17 @@ from projections.views._memory_rows import (
     STATE_FROM_UPDATED,
     fold_memory_events,
 )
-from projections.views._rows import Column, RowChanges, column_names, column_types, create_table
+from projections.views._rows import (
+    Column,
+    ReadSource,
+    RowChanges,
+    column_names,
+    column_types,
+    create_table,
+)
+from projections.views.terms import index_terms, key_terms
 
-__all__ = ["COLUMNS", "SEP", "SearchTerms", "prefixed_terms"]
+__all__ = ["COLUMNS", "SEP", "SearchTerms", "next_shadow_expiry", "prefixed_terms"]
 
 SEP = ":"
 TABLE = (
@@ -110,3 +119,25 @@ def _terms_of_changed_content(cur: Cursor[Any], rows: RowChanges) -> None:
     for memory_id, user_id, memory_key in cur.fetchall():
         values = updates[memory_id]
         values["terms"] = prefixed_terms(user_id, memory_key, values["content"])
+
+
+def next_shadow_expiry(
+    src: ReadSource, user_id: str, scopes: Sequence[Scope], now: datetime
+) -> datetime | None:
+    """When the first of the user's visible, active workspace memories expires (or None).
+
+    A workspace memory hides the global one with its key; when it expires, without any
+    event, the global one becomes visible, so a cached search result must not outlive it.
+    """
+    workspaces = [s.workspace_type for s in scopes if s.scope_type == "workspace"]
+    if not workspaces:
+        return None
+    rows = src.all(
+        SQL(
+            "SELECT min(expires_at) AS at FROM {} WHERE user_id = %s AND status = 'active'"
+            " AND scope_type = 'workspace' AND workspace_type = ANY(%s)"
+            " AND expires_at > %s"
+        ).format(src.t["search_terms"]),
+        (user_id, workspaces, now),
+    )
+    return rows[0]["at"] if rows else None

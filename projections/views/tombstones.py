@@ -13,9 +13,9 @@ from domain.model.memory import Memory
 from projections.base import Projection
 from projections.envelope import Envelope
 from projections.tables import Tables
-from projections.views._rows import copy_rows
+from projections.views._rows import ReadSource, copy_rows
 
-__all__ = ["Tombstones"]
+__all__ = ["Tombstones", "is_forgotten"]
 
 
 class Tombstones(Projection):
@@ -58,3 +58,14 @@ class Tombstones(Projection):
                 ("uuid", "text", "timestamptz", "int4"),
                 rows.values(),
             )
+
+
+def is_forgotten(src: ReadSource, user_id: str, memory_id: UUID) -> bool:
+    """True when the user forgot this memory (its tombstone is theirs)."""
+    rows = src.all(
+        SQL("SELECT 1 AS x FROM {} WHERE memory_id = %s AND user_id = %s").format(
+            src.t["tombstones"]
+        ),
+        (memory_id, user_id),
+    )
+    return bool(rows)

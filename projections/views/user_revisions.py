@@ -13,8 +13,9 @@ from domain.model.memory import Memory
 from projections.base import Projection
 from projections.envelope import Envelope
 from projections.tables import Tables
+from projections.views._rows import ReadSource
 
-__all__ = ["UserRevisions"]
+__all__ = ["UserRevisions", "user_revision"]
 
 
 class UserRevisions(Projection):
@@ -44,3 +45,12 @@ class UserRevisions(Projection):
                 ).format(t["user_revisions"]),
                 (list(users), list(counts)),
             )
+
+
+def user_revision(src: ReadSource, user_id: str) -> int:
+    """The user's memory revision (0 before any memory event)."""
+    rows = src.all(
+        SQL("SELECT revision FROM {} WHERE user_id = %s").format(src.t["user_revisions"]),
+        (user_id,),
+    )
+    return int(rows[0]["revision"]) if rows else 0

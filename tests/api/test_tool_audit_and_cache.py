@@ -15,7 +15,7 @@ from api.access_log import AccessLog
 from api.app import create_app
 from api.deps import Services
 from domain.ledger.ledger import MemoryLedger
-from projections.query_cache import QueryCache
+from retrieval.cache import QueryCache
 
 Auth = Callable[..., dict[str, str]]
 BASE = "/me/core-memories"

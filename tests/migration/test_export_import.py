@@ -24,7 +24,7 @@ from api.metrics import Metrics
 from domain.ledger.keyring import generate_master_key
 from domain.ledger.ledger import MemoryLedger
 from domain.model.values import Scope
-from projections.queries import Reads
+from projections.reads import Reads
 from projections.registry import all_projections
 from projections.worker import ProjectionWorker, ensure_tables
 from tests.schemas import drop_schema

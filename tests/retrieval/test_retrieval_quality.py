@@ -22,7 +22,7 @@ hides the global one with the same key), `scope_trap` (another user's or another
 memory matches), `status` (only a suppressed, forgotten or expired memory matches), `no_match`
 (no visible memory shares a word), `paraphrase` (the same language, other words: "what do I do
 for a living") and `cross_language` (English for a Chinese memory or Chinese for an English one).
-The last two are what lexical search cannot answer and the hybrid ranker (projections/hybrid.py)
+The last two are what lexical search cannot answer and the hybrid ranker (retrieval/hybrid.py)
 is for; they are left out of the `guarded` summary (comparable with the lexical baseline) and
 counted in `all`.
 Relevance is labelled as a reader would judge it, not as the ranker happens to order. The
@@ -72,10 +72,10 @@ from api.app import create_app
 from api.deps import Services
 from api.metrics import Metrics
 from domain.ledger.ledger import MemoryLedger
-from projections.embedding.service import EmbeddingService
-from projections.queries import Reads
+from projections.reads import Reads
 from projections.registry import all_projections
 from projections.worker import ProjectionWorker
+from retrieval.vectors.service import EmbeddingService
 
 pytestmark = pytest.mark.integration
 

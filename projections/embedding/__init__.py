@@ -1,1 +1,0 @@
-"""Embeddings for hybrid retrieval: embedders, the service around them, vector queries."""

@@ -1,0 +1,124 @@
+"""The API's one way to read the views: `Reads(pool, schema).memory(user_id, memory_id)`, ...
+
+Each method is one query function of the view that owns the table (projections/views/*.py);
+callers wait for the projections' positions beforehand (api/deps.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from psycopg.rows import dict_row
+from psycopg.sql import Composed
+from psycopg_pool import ConnectionPool
+
+from domain.model.values import Scope
+from projections.tables import Tables
+from projections.views import (
+    active_memories,
+    audit_log,
+    candidates,
+    memory_versions,
+    search_terms,
+    tombstones,
+    user_revisions,
+)
+from projections.views.active_memories import InvalidCursor, Page
+
+__all__ = ["InvalidCursor", "Page", "Reads"]
+
+
+class Reads:
+    """Queries over the live view tables (a `ReadSource`), one pooled connection per call."""
+
+    def __init__(self, pool: ConnectionPool[Any], schema: str) -> None:
+        self.pool = pool
+        self.t = Tables(schema)
+
+    def all(self, query: Composed, params: tuple[Any, ...]) -> list[dict[str, Any]]:
+        """Every row of `query` as a dict."""
+        with self.pool.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
+            cur.execute(query, params)
+            rows: list[dict[str, Any]] = cur.fetchall()
+            return rows
+
+    def memory(self, user_id: str, memory_id: UUID) -> dict[str, Any] | None:
+        """One live memory of the user, or None."""
+        return active_memories.memory(self, user_id, memory_id)
+
+    def memories(
+        self,
+        user_id: str,
+        *,
+        scope_type: str | None = None,
+        workspace_type: str | None = None,
+        status: str | None = None,
+        category: str | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> Page:
+        """The user's live memories, oldest first, keyset-paginated."""
+        return active_memories.memories(
+            self,
+            user_id,
+            scope_type=scope_type,
+            workspace_type=workspace_type,
+            status=status,
+            category=category,
+            limit=limit,
+            cursor=cursor,
+        )
+
+    def memory_by_key(self, user_id: str, scope: Scope, memory_key: str) -> dict[str, Any] | None:
+        """The live memory (active or suppressed) holding a normalised key in a scope, or None."""
+        return active_memories.memory_by_key(self, user_id, scope, memory_key)
+
+    def retrievable_memories(
+        self, user_id: str, scopes: Sequence[Scope], *, now: datetime, limit: int = 1000
+    ) -> list[dict[str, Any]]:
+        """The user's active, unexpired memories in these scopes, newest first."""
+        return active_memories.retrievable_memories(self, user_id, scopes, now=now, limit=limit)
+
+    def expired_count(self) -> int:
+        """How many live memories are past their expiry (a section 17 metric)."""
+        return active_memories.expired_count(self)
+
+    def is_forgotten(self, user_id: str, memory_id: UUID) -> bool:
+        """True when the user forgot this memory (its tombstone is theirs)."""
+        return tombstones.is_forgotten(self, user_id, memory_id)
+
+    def versions(self, user_id: str, memory_id: UUID) -> list[dict[str, Any]]:
+        """Every revision of a live memory, ascending."""
+        return memory_versions.versions(self, user_id, memory_id)
+
+    def candidates(self, user_id: str, status: str) -> list[dict[str, Any]]:
+        """The user's candidates in one status, newest first."""
+        return candidates.in_status(self, user_id, status)
+
+    def audit(
+        self,
+        *,
+        after: int,
+        limit: int,
+        user_id: str | None = None,
+        memory_id: UUID | None = None,
+    ) -> list[dict[str, Any]]:
+        """Audit rows after a position, ascending (`audit_log.audit`)."""
+        return audit_log.audit(self, after=after, limit=limit, user_id=user_id, memory_id=memory_id)
+
+    def forgotten_scope(self, user_id: str, memory_id: UUID) -> Scope | None:
+        """The scope a memory of this user had when it was forgotten; None if not forgotten."""
+        return audit_log.forgotten_scope(self, user_id, memory_id)
+
+    def user_revision(self, user_id: str) -> int:
+        """The user's memory revision (0 before any memory event)."""
+        return user_revisions.user_revision(self, user_id)
+
+    def next_shadow_expiry(
+        self, user_id: str, scopes: Sequence[Scope], now: datetime
+    ) -> datetime | None:
+        """When the first of the user's visible, active workspace memories expires (or None)."""
+        return search_terms.next_shadow_expiry(self, user_id, scopes, now)

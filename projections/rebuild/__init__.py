@@ -1,0 +1,208 @@
+"""Rebuild projections from the ledger into fresh tables, check them, and swap them in live.
+
+The service keeps serving meanwhile: the fresh tables are filled from position 0 outside any
+lock; then, per projection, one transaction locks its tracking row (the live worker waits),
+brings both table sets to the same position, compares them row for row, drops the live
+tables and renames the fresh ones (and their indexes) into place.
+
+Filling runs in several forked processes, each over a share of the users
+(projections/rebuild/processes.py), when every projection allows it; else in this process,
+pipelined (projections/rebuild/lanes.py). Secondary indexes are built once the tables are
+full.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from psycopg import Connection
+from psycopg.sql import SQL, Identifier
+from psycopg_pool import ConnectionPool
+
+from domain.ledger.ledger import MemoryLedger
+from projections.base import Projection
+from projections.rebuild.lanes import (
+    Fill,
+    apply,
+    build_indexes,
+    deferred_indexes,
+    fill_lanes,
+    rare_collections,
+)
+from projections.rebuild.processes import Unpartitionable, can_partition, fill_partitioned
+from projections.rebuild.reading import ReadAhead, ledger_reader
+from projections.tables import Tables
+from projections.tracking import locked_position, set_position
+
+__all__ = ["PROCESSES", "RebuildReport", "rebuild"]
+
+PROCESSES = 2
+"""Processes filling the fresh tables by default (one per core of the machine measured)."""
+
+_log = logging.getLogger(__name__)
+
+
+@dataclass
+class RebuildReport:
+    """What a rebuild did: events replayed, time taken, and rows that differed from live."""
+
+    events: int = 0
+    seconds: float = 0.0
+    """Filling the fresh tables (events/s is measured on it)."""
+    check_seconds: float = 0.0
+    """Bringing both table sets to one position, comparing them row for row, swapping."""
+    differences: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def events_per_second(self) -> float:
+        """Replay throughput of all projections together."""
+        return self.events / self.seconds if self.seconds else 0.0
+
+    @property
+    def identical(self) -> bool:
+        """True when every rebuilt table equalled its live table at the same position."""
+        return not any(self.differences.values())
+
+
+def _replay(
+    ledger: MemoryLedger,
+    conn: Connection[Any],
+    projections: Sequence[Projection],
+    t: Tables,
+    after: int,
+    upto: int,
+    batch_size: int,
+) -> int:
+    """Apply events (after, upto] to the tables named by `t`; returns how many.
+
+    Batches are applied in ledger order, each once, each in a savepoint of the transaction
+    `conn` is in (the swap's).
+    """
+    done = 0
+    with (
+        rare_collections(),
+        ReadAhead(ledger_reader(ledger), ledger.mapper, after, upto, batch_size) as batches,
+    ):
+        for batch in batches:
+            apply(conn, projections, t, batch)
+            done += len(batch)
+    return done
+
+
+def _fill(
+    ledger: MemoryLedger,
+    pool: ConnectionPool[Any],
+    conn: Connection[Any],
+    projections: Sequence[Projection],
+    t: Tables,
+    upto: int,
+    batch_size: int,
+    progress: Callable[[int], None] | None,
+    processes: int,
+) -> int:
+    """Create the fresh tables and fill them with the events (0, upto]; returns how many.
+
+    In `processes` forked processes when the projections allow it, else in this one. The
+    fresh tables are nobody's but this rebuild's until the swap, so their commits need not
+    wait for the disk (a crash loses the rebuild, never live data).
+    """
+    kwargs = {**pool.kwargs, "autocommit": True}
+
+    def connect() -> Connection[Any]:
+        return Connection.connect(pool.conninfo, **kwargs)
+
+    indexes = deferred_indexes(conn, projections, t)
+    fill = Fill(projections, t, upto, batch_size)
+    if processes > 1 and can_partition(ledger, projections):
+        try:
+            done = fill_partitioned(ledger, pool.conninfo, kwargs, fill, progress, processes)
+        except Unpartitionable as why:
+            _log.warning("rebuilding in one process: %s", why)
+            _empty(conn, projections, t)
+        else:
+            build_indexes(conn, connect, indexes)
+            return done
+    read = ledger_reader(ledger)
+    return fill_lanes(read, ledger.mapper, conn, connect, fill, progress, indexes)
+
+
+def _empty(conn: Connection[Any], projections: Sequence[Projection], t: Tables) -> None:
+    tables = [t[logical] for p in projections for logical in p.tables]
+    conn.execute(SQL("TRUNCATE {}").format(SQL(", ").join(tables)))
+
+
+def _differences(conn: Connection[Any], live: Tables, fresh: Tables, logical: str) -> int:
+    query = SQL(
+        "SELECT (SELECT count(*) FROM (TABLE {0} EXCEPT ALL TABLE {1}) a)"
+        " + (SELECT count(*) FROM (TABLE {1} EXCEPT ALL TABLE {0}) b)"
+    ).format(live[logical], fresh[logical])
+    row = conn.execute(query).fetchone()
+    return int(row[0]) if row else 0
+
+
+def _swap(conn: Connection[Any], live: Tables, fresh: Tables, logical: str) -> None:
+    conn.execute(SQL("DROP TABLE {}").format(live[logical]))
+    conn.execute(
+        SQL("ALTER TABLE {} RENAME TO {}").format(fresh[logical], Identifier(live.name(logical)))
+    )
+    indexes = conn.execute(
+        "SELECT indexname FROM pg_indexes WHERE schemaname = %s AND tablename = %s",
+        (live.schema, live.name(logical)),
+    ).fetchall()
+    for (index,) in indexes:
+        renamed = index.replace(fresh.name(logical), live.name(logical), 1)
+        if renamed != index:
+            conn.execute(
+                SQL("ALTER INDEX {}.{} RENAME TO {}").format(
+                    Identifier(live.schema), Identifier(index), Identifier(renamed)
+                )
+            )
+
+
+def rebuild(
+    ledger: MemoryLedger,
+    pool: ConnectionPool[Any],
+    schema: str,
+    projections: Sequence[Projection],
+    *,
+    batch_size: int = 2000,
+    progress: Callable[[int], None] | None = None,
+    processes: int = PROCESSES,
+) -> RebuildReport:
+    """Rebuild the given projections from position 0 and swap them in atomically.
+
+    `processes` fill the fresh tables (1: this process alone); see rebuild_processes.
+    """
+    live, fresh = Tables(schema), Tables(schema, f"__r{secrets.token_hex(4)}")
+    report = RebuildReport()
+    started = time.perf_counter()
+    with pool.connection() as conn:
+        try:
+            head = ledger.position()
+            report.events = _fill(
+                ledger, pool, conn, projections, fresh, head, batch_size, progress, processes
+            )
+            report.seconds = time.perf_counter() - started
+            for projection in projections:
+                with conn.transaction(), conn.cursor() as cur:
+                    position = locked_position(cur, live, projection.name)
+                    if position > head:  # the live worker moved on: bring fresh tables along
+                        _replay(ledger, conn, [projection], fresh, head, position, batch_size)
+                    elif position < head:  # the live tables lag: bring them to `head` first
+                        _replay(ledger, conn, [projection], live, position, head, batch_size)
+                        set_position(cur, live, projection.name, head)
+                    for logical in projection.tables:
+                        report.differences[logical] = _differences(conn, live, fresh, logical)
+                        _swap(conn, live, fresh, logical)
+            report.check_seconds = time.perf_counter() - started - report.seconds
+        finally:
+            with conn.transaction():
+                for projection in projections:
+                    for logical in projection.tables:
+                        conn.execute(SQL("DROP TABLE IF EXISTS {}").format(fresh[logical]))
+    return report

@@ -1,0 +1,238 @@
+"""A user's vectors as one matrix in memory, loaded once per change of their memories or vectors.
+
+`UserVectors` holds the user's active memories that have a current vector (of the model, for
+the memory's current revision) as one float32 matrix, with what the visibility rules need per
+row (scope, category, key, expiry) as small arrays, plus the active workspace memories with or
+without a vector (they hide a global memory with their key). Scoring a query is then one matrix
+product, and the rules of the lexical fetch (scopes, active and unexpired, category, a global
+memory hidden by a visible workspace one) are one boolean mask (`visible`), checked against
+`now` at every search: expiry changes results without any event.
+
+A matrix is valid for one `VectorKey`: the user's memory revision (`user_revisions`: every
+event on the user's memories), the stamp the embeddings projection gives a user whenever one
+of their vectors changes (`embedding_stamps`: vectors are written by their own worker, after
+the memory events, and filled later when the embedder was down), and the identity of the
+embeddings table (a rebuild swaps in a new one). `VectorKey` and the rows are read in one
+statement, so a matrix never mixes snapshots.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from functools import lru_cache
+from typing import Any, Final
+from uuid import UUID
+
+import numpy as np
+import numpy.typing as npt
+from psycopg.sql import SQL
+
+from domain.model.values import Scope
+from projections.reads import Reads
+from projections.tables import Tables
+from projections.tracking import TRACKING
+from projections.views.embeddings import DTYPE, STAMPS, Vectors
+
+__all__ = ["UserVectors", "VectorKey", "load_user_vectors", "read_vector_key"]
+
+"""user_id -> a random stamp, renewed whenever one of the user's vectors changes."""
+
+_EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
+_NEVER: Final = np.iinfo(np.int64).max
+Mask = npt.NDArray[np.bool_]
+
+
+def micros(moment: datetime) -> int:
+    """A timestamp as exact integer microseconds since the epoch (no float rounding)."""
+    return (moment - _EPOCH) // timedelta(microseconds=1)
+
+
+@dataclass(frozen=True, slots=True)
+class VectorKey:
+    """What a user's matrix depends on, and where the two projections involved stand."""
+
+    revision: int
+    revisions_position: int
+    terms_position: int
+    stamp: UUID | None
+    table: int | None
+
+    @property
+    def identity(self) -> tuple[int, UUID | None, int | None]:
+        """Equal identities: equal rows (given `may_serve` and `may_store`)."""
+        return self.revision, self.stamp, self.table
+
+    @property
+    def may_serve(self) -> bool:
+        """The revision accounts for every change search_terms shows (as the search cache)."""
+        return self.revisions_position >= self.terms_position
+
+    @property
+    def may_store(self) -> bool:
+        """Rows read with this key are at least as new as its revision."""
+        return self.terms_position >= self.revisions_position
+
+
+def _key_sql(t: Tables) -> Any:
+    return SQL(
+        "(SELECT revision FROM {r} WHERE user_id = %(user)s) AS revision,"
+        " (SELECT position FROM {p} WHERE projection = 'user_revisions') AS r_position,"
+        " (SELECT position FROM {p} WHERE projection = 'search_terms') AS s_position,"
+        " (SELECT stamp FROM {st} WHERE user_id = %(user)s) AS stamp,"
+        " to_regclass(%(table)s)::oid AS tbl"
+    ).format(r=t["user_revisions"], p=t[TRACKING], st=t[STAMPS])
+
+
+def _key(row: Sequence[Any]) -> VectorKey:
+    return VectorKey(int(row[0] or 0), int(row[1] or 0), int(row[2] or 0), row[3], row[4])
+
+
+def _params(reads: Reads, user_id: str) -> dict[str, Any]:
+    return {"user": user_id, "table": f'"{reads.t.schema}"."{reads.t.name("embeddings")}"'}
+
+
+# Statements composed once per schema: composing and quoting on every search cost more than
+# running them (about 1 ms of Python against 0.1 ms in the server).
+@lru_cache(maxsize=64)
+def _key_statement(schema: str) -> str:
+    return SQL("SELECT {}").format(_key_sql(Tables(schema))).as_string(None)
+
+
+@lru_cache(maxsize=64)
+def _load_statement(schema: str) -> str:
+    t = Tables(schema)
+    return (
+        SQL(
+            "SELECT {key}, d.* FROM (SELECT 1) one LEFT JOIN ("
+            " SELECT s.memory_id, s.revision, s.scope_type, s.workspace_type, s.category,"
+            "  s.memory_key, s.expires_at, e.vector"
+            " FROM {terms} s LEFT JOIN {embeddings} e ON e.memory_id = s.memory_id"
+            "  AND e.user_id = %(user)s AND e.revision = s.revision AND e.model = %(model)s"
+            "  AND e.vector IS NOT NULL"
+            " WHERE s.user_id = %(user)s AND s.status = 'active'"
+            "  AND (e.memory_id IS NOT NULL OR s.scope_type = 'workspace')) d ON true"
+        )
+        .format(key=_key_sql(t), terms=t["search_terms"], embeddings=t["embeddings"])
+        .as_string(None)
+    )
+
+
+def read_vector_key(reads: Reads, user_id: str) -> VectorKey:
+    """The user's current `VectorKey` (one short statement)."""
+    with reads.pool.connection() as conn:
+        row = conn.execute(_key_statement(reads.t.schema), _params(reads, user_id)).fetchone()
+    assert row is not None
+    return _key(row)
+
+
+@dataclass(frozen=True, slots=True)
+class UserVectors:
+    """A user's active memories with a current vector (rows of `matrix`), for one model."""
+
+    key: VectorKey
+    ids: tuple[UUID, ...]
+    revisions: npt.NDArray[np.int32]
+    matrix: Vectors
+    """(len(ids), dim) unit vectors, float32."""
+    scopes: npt.NDArray[np.int16]
+    """Index into `scope_names` of each row's (scope_type, workspace_type)."""
+    categories: npt.NDArray[np.int32]
+    keys: npt.NDArray[np.int32]
+    expires: npt.NDArray[np.int64]
+    """Expiry in microseconds since the epoch (int64 max: never)."""
+    shadow_scopes: npt.NDArray[np.int16]
+    shadow_keys: npt.NDArray[np.int32]
+    shadow_expires: npt.NDArray[np.int64]
+    """The active workspace memories (vector or not): they hide global ones with their key."""
+    scope_names: dict[tuple[str, str | None], int]
+    category_names: dict[str, int]
+    index: dict[UUID, int]
+    """Row of each id."""
+    id_order: npt.NDArray[np.int64]
+    """Each row's rank in memory_id order (ties in similarity go to the smaller id)."""
+
+    @property
+    def nbytes(self) -> int:
+        """Roughly what this holds in memory (the matrix, arrays, ids and maps)."""
+        arrays = (self.revisions, self.matrix, self.scopes, self.categories, self.keys)
+        more = (self.expires, self.id_order, self.shadow_scopes, self.shadow_keys)
+        # An id costs its UUID object, a tuple slot and a dict entry: about 200 bytes.
+        tail = self.shadow_expires.nbytes + 200 * len(self.ids) + 1024
+        return sum(a.nbytes for a in (*arrays, *more)) + tail
+
+    def visible(self, scopes: Sequence[Scope], now: datetime, category: str | None) -> Mask:
+        """Rows the search may return: in `scopes`, unexpired, of `category`, not hidden."""
+        wanted = self._scope_codes(scopes)
+        at = micros(now)
+        mask = np.isin(self.scopes, wanted) & (self.expires > at)
+        if category is not None:
+            mask &= self.categories == self.category_names.get(category, -1)
+        shadowing = np.isin(self.shadow_scopes, wanted) & (self.shadow_expires > at)
+        if shadowing.any():
+            hidden = np.isin(self.keys, self.shadow_keys[shadowing])
+            mask &= ~(hidden & np.isin(self.scopes, self._global_codes()))
+        return mask
+
+    def _scope_codes(self, scopes: Iterable[Scope]) -> npt.NDArray[np.int16]:
+        codes = [self.scope_names.get((s.scope_type, s.workspace_type)) for s in scopes]
+        return np.array([c for c in codes if c is not None], dtype=np.int16)
+
+    def _global_codes(self) -> npt.NDArray[np.int16]:
+        codes = [code for (kind, _), code in self.scope_names.items() if kind == "global"]
+        return np.array(codes, dtype=np.int16)
+
+
+def load_user_vectors(reads: Reads, user_id: str, model: str, dim: int) -> UserVectors:
+    """The user's matrix and its key, read in one statement (one snapshot)."""
+    params = {**_params(reads, user_id), "model": model}
+    with reads.pool.connection() as conn, conn.cursor(binary=True) as cur:
+        rows = cur.execute(_load_statement(reads.t.schema), params).fetchall()
+    return _assemble(_key(rows[0]), [r[5:] for r in rows if r[5] is not None], dim)
+
+
+def _assemble(key: VectorKey, rows: list[Sequence[Any]], dim: int) -> UserVectors:
+    scope_names: dict[tuple[str, str | None], int] = {}
+    category_names: dict[str, int] = {}
+    key_names: dict[str, int] = {}
+    with_vector = [r for r in rows if r[7] is not None]
+    shadowing = [r for r in rows if r[2] == "workspace"]
+
+    def scope(row: Sequence[Any]) -> int:
+        return scope_names.setdefault((row[2], row[3]), len(scope_names))
+
+    def expiry(row: Sequence[Any]) -> int:
+        return _NEVER if row[6] is None else micros(row[6])
+
+    def key_code(row: Sequence[Any]) -> int:
+        return key_names.setdefault(row[5], len(key_names))
+
+    width = dim * DTYPE.itemsize
+    with_vector = [r for r in with_vector if len(r[7]) == width]  # another size: not comparable
+    ids = tuple(r[0] for r in with_vector)
+    halves = np.frombuffer(b"".join(u.bytes for u in ids), dtype=">u8").reshape(-1, 2)
+    id_order = np.empty(len(ids), dtype=np.int64)
+    id_order[np.lexsort((halves[:, 1], halves[:, 0]))] = np.arange(len(ids))
+    matrix = np.frombuffer(b"".join(r[7] for r in with_vector), dtype=DTYPE).reshape(-1, dim)
+    return UserVectors(
+        key=key,
+        ids=ids,
+        revisions=np.fromiter((r[1] for r in with_vector), np.int32, len(with_vector)),
+        matrix=matrix,
+        scopes=np.fromiter((scope(r) for r in with_vector), np.int16, len(with_vector)),
+        categories=np.fromiter(
+            (category_names.setdefault(r[4], len(category_names)) for r in with_vector),
+            np.int32,
+            len(with_vector),
+        ),
+        keys=np.fromiter((key_code(r) for r in with_vector), np.int32, len(with_vector)),
+        expires=np.fromiter((expiry(r) for r in with_vector), np.int64, len(with_vector)),
+        shadow_scopes=np.fromiter((scope(r) for r in shadowing), np.int16, len(shadowing)),
+        shadow_keys=np.fromiter((key_code(r) for r in shadowing), np.int32, len(shadowing)),
+        shadow_expires=np.fromiter((expiry(r) for r in shadowing), np.int64, len(shadowing)),
+        scope_names=scope_names,
+        category_names=category_names,
+        index={memory_id: i for i, memory_id in enumerate(ids)},
+        id_order=id_order,
+    )

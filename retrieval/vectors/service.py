@@ -1,0 +1,164 @@
+"""The embedder as the service uses it: failures contained, query vectors cached, state known.
+
+`EmbeddingService` wraps the configured `Embedder` (or none). A failure (the model does not
+load, the endpoint is down) never reaches a caller: passages and queries come back as None,
+search falls back to lexical ranking, the projection stores the memory without a vector, and
+the embedder is not tried again for `retry_after` seconds. `state()` is what /readyz and
+/metrics report. Query vectors are cached in memory only (LRU), keyed by the normalised query
+(the form the search cache keys on), and so are the users' vector matrices (`matrices`, see
+retrieval/vectors/matrix_cache.py); nothing here is written anywhere.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Final
+
+from domain.model.text import normalise_content
+from retrieval.vectors.embedder import Embedder, EmbedderError, Vectors
+from retrieval.vectors.matrix_cache import DEFAULT_MAX_BYTES, MatrixCache
+
+__all__ = ["EmbeddingService", "EmbeddingState"]
+
+_log = logging.getLogger(__name__)
+DEFAULT_QUERY_CACHE: Final = 2048
+
+
+@dataclass(frozen=True, slots=True)
+class EmbeddingState:
+    """What /readyz and /metrics say about embeddings."""
+
+    model_id: str | None
+    """The configured embedder's vector space; None when embeddings are off."""
+    available: bool
+    """False when off or failing: search is lexical only (degraded)."""
+    error: str | None
+    passages: int
+    passage_seconds: float
+    queries: int
+    query_cache_hits: int
+    failures: int
+
+
+class EmbeddingService:
+    """A thread-safe front of one embedder (or of none: `EmbeddingService(None)`)."""
+
+    def __init__(
+        self,
+        embedder: Embedder | None,
+        *,
+        query_cache: int = DEFAULT_QUERY_CACHE,
+        retry_after: float = 30.0,
+        clock: Callable[[], float] = time.monotonic,
+        matrix_bytes: int = DEFAULT_MAX_BYTES,
+    ) -> None:
+        self.embedder = embedder
+        self.matrices = MatrixCache(matrix_bytes)
+        """Users' vector matrices for search, in memory (dropped when their vectors change)."""
+        self.retry_after = retry_after
+        self.clock = clock
+        self._cache_size = max(0, query_cache)
+        self._cache: OrderedDict[str, Vectors] = OrderedDict()
+        self._lock = threading.Lock()
+        self._down_until = 0.0
+        self._error: str | None = None if embedder is not None else "no embedder configured"
+        self._passages = self._queries = self._hits = self._failures = 0
+        self._passage_seconds = 0.0
+
+    @property
+    def model_id(self) -> str | None:
+        """The vector space of the configured embedder (None: off)."""
+        return self.embedder.model_id if self.embedder is not None else None
+
+    @property
+    def available(self) -> bool:
+        """An embedder is configured and not known to be failing right now."""
+        return self.embedder is not None and self.clock() >= self._down_until
+
+    def state(self) -> EmbeddingState:
+        """A snapshot for /readyz and /metrics."""
+        with self._lock:
+            return EmbeddingState(
+                self.model_id,
+                self.available and self._error is None,
+                self._error,
+                self._passages,
+                self._passage_seconds,
+                self._queries,
+                self._hits,
+                self._failures,
+            )
+
+    def _failed(self, error: Exception) -> None:
+        with self._lock:
+            self._failures += 1
+            self._error = str(error) if isinstance(error, EmbedderError) else type(error).__name__
+            self._down_until = self.clock() + self.retry_after
+        _log.warning("embedder %s failed, search is lexical only: %s", self.model_id, self._error)
+
+    def _succeeded(self) -> None:
+        if self._error is not None:
+            with self._lock:
+                self._error = None
+
+    def warm_up(self) -> bool:
+        """Load the model now (at start-up) rather than on the first search; True if it works."""
+        return self.query("warm up") is not None
+
+    def passages(self, texts: Sequence[str]) -> Vectors | None:
+        """Vectors of memory texts, or None when the embedder is off or failed."""
+        if not self.available or self.embedder is None:
+            return None
+        started = time.perf_counter()
+        try:
+            vectors = self.embedder.passages(texts)
+        except Exception as error:  # a broken embedder must not break the projection
+            self._failed(error)
+            return None
+        with self._lock:
+            self._passages += len(texts)
+            self._passage_seconds += time.perf_counter() - started
+        self._succeeded()
+        return vectors
+
+    def query(self, text: str, *, normal: bool = False) -> Vectors | None:
+        """The vector of a query (cached by its normalised form), or None when unavailable.
+
+        `normal`: `text` is already `normalise_content`'s form (`Query.normal`).
+        """
+        if not self.available or self.embedder is None:
+            return None
+        key = text if normal else normalise_content(text)
+        with self._lock:
+            self._queries += 1
+            cached = self._cache.get(key)
+            if cached is not None:
+                self._cache.move_to_end(key)
+                self._hits += 1
+                return cached
+        try:
+            vector = self.embedder.query(key)
+        except Exception as error:
+            self._failed(error)
+            return None
+        self._succeeded()
+        if self._cache_size:
+            with self._lock:
+                self._cache[key] = vector
+                while len(self._cache) > self._cache_size:
+                    self._cache.popitem(last=False)
+        return vector
+
+    def vectors_changed(self, schema: str, users: set[str]) -> None:
+        """These users' vectors changed: their cached matrices are dropped (the view calls it)."""
+        self.matrices.evict(schema, users)
+
+    def clear_cache(self) -> None:
+        """Forget every cached query vector."""
+        with self._lock:
+            self._cache.clear()

@@ -1,0 +1,239 @@
+"""Users' vector matrices in memory: the visibility rules, the key, forgets (real PostgreSQL)."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Callable, Sequence
+from datetime import timedelta
+from typing import Any
+from uuid import UUID, uuid4
+
+import numpy as np
+import pytest
+
+from domain.ledger.ledger import MemoryLedger
+from domain.model.values import Scope
+from domain.policy import visible_scopes
+from projections.reads import Reads
+from projections.registry import main_projections
+from projections.views.embeddings import Embeddings
+from projections.worker import ProjectionWorker
+from retrieval.hybrid import HybridSource
+from retrieval.search import MemorySearch
+from retrieval.vectors.embedder import Vectors, normalised
+from retrieval.vectors.matrix import read_vector_key
+from retrieval.vectors.service import EmbeddingService
+from retrieval.vectors.store import VectorReads
+from tests.conftest import Clock
+from tests.dumps import pg_dump
+
+pytestmark = pytest.mark.integration
+DIM = 64
+
+
+def bag_of_words(text: str) -> list[float]:
+    """A deterministic toy vector: each word hashed into one of DIM buckets."""
+    vector = [0.0] * DIM
+    for word in text.lower().replace(":", " ").split():
+        vector[hashlib.sha256(word.encode()).digest()[0] % DIM] += 1.0
+    return vector
+
+
+class Words:
+    """A fast, deterministic embedder for tests (cosine = shared words)."""
+
+    model_id = "test/bag-of-words"
+
+    def passages(self, texts: Sequence[str]) -> Vectors:
+        return normalised([bag_of_words(t) for t in texts])
+
+    def query(self, text: str) -> Vectors:
+        return normalised(bag_of_words(text))
+
+
+@pytest.fixture
+def service() -> EmbeddingService:
+    return EmbeddingService(Words())
+
+
+@pytest.fixture
+def workers(
+    make_worker: Callable[..., ProjectionWorker], service: EmbeddingService
+) -> tuple[ProjectionWorker, ProjectionWorker]:
+    """The main worker and the embeddings projection's own (as `memledger serve` runs them)."""
+    return make_worker(main_projections()), make_worker([Embeddings(service)], batch_size=4)
+
+
+def create(ledger: MemoryLedger, key: str, content: str, **options: Any) -> UUID:
+    options.setdefault("scope", Scope.global_())
+    options.setdefault("category", "fact")
+    outcome = ledger.create_memory(
+        options.pop("user", "alice"), memory_key=key, content=content, **options
+    )
+    assert outcome.memory is not None
+    return outcome.memory.memory_id
+
+
+def similar(
+    reads: Reads, service: EmbeddingService, query: str, now: Any, **options: Any
+) -> dict[UUID, float]:
+    vector = service.query(query)
+    assert vector is not None and service.model_id is not None
+    found = VectorReads(reads, service.matrices).similar(
+        options.pop("user", "alice"),
+        visible_scopes(options.pop("workspace", "learning")),
+        vector,
+        model=service.model_id,
+        now=now,
+        min_similarity=-1.0,
+        limit=1000,
+        **options,
+    )
+    assert set(found.similarity) == set(found.all.as_dict())  # everything visible, here
+    return found.similarity
+
+
+def test_the_matrix_applies_the_rules_of_the_lexical_fetch(
+    ledger: MemoryLedger,
+    workers: tuple[ProjectionWorker, ProjectionWorker],
+    service: EmbeddingService,
+    clock: Clock,
+) -> None:
+    main, embedding = workers
+    plain = create(ledger, "tea", "green tea in the morning")
+    shadowed = create(ledger, "diet", "no meat")
+    learning = create(ledger, "diet", "no meat, no fish", scope=Scope.workspace("learning"))
+    teaching = create(ledger, "slides", "dark slides", scope=Scope.workspace("teaching"))
+    expiring = create(ledger, "trip", "in Lisbon", expires_at=clock.now + timedelta(hours=1))
+    goal = create(ledger, "exam", "pass the exam", category="goal")
+    suppressed = create(ledger, "old", "an old habit")
+    ledger.suppress_memory("alice", suppressed)
+    create(ledger, "tea", "green tea", user="bob")
+    main.catch_up()
+    embedding.catch_up()
+    reads = Reads(main.pool, main.schema)
+
+    assert set(similar(reads, service, "tea", clock.now)) == {plain, learning, expiring, goal}
+    assert shadowed in similar(reads, service, "diet", clock.now, workspace="research")
+    assert teaching in similar(reads, service, "slides", clock.now, workspace="teaching")
+    assert set(similar(reads, service, "x", clock.now, category="goal")) == {goal}
+    assert similar(reads, service, "x", clock.now, category="profile") == {}
+    later = clock.now + timedelta(hours=2)  # no event: the cached matrix, checked against now
+    assert set(similar(reads, service, "tea", later)) == {plain, learning, goal}
+    assert service.matrices.state().hits >= 4
+
+
+def test_one_load_per_change_and_a_forgotten_memory_is_never_scored(
+    ledger: MemoryLedger,
+    workers: tuple[ProjectionWorker, ProjectionWorker],
+    service: EmbeddingService,
+    clock: Clock,
+) -> None:
+    main, embedding = workers
+    tea = create(ledger, "tea", "green tea in the morning")
+    coffee = create(ledger, "coffee", "black coffee, no sugar")
+    main.catch_up()
+    embedding.catch_up()
+    reads = Reads(main.pool, main.schema)
+    matrices = service.matrices
+
+    assert set(similar(reads, service, "tea", clock.now)) == {tea, coffee}
+    assert set(similar(reads, service, "coffee", clock.now)) == {tea, coffee}
+    assert (matrices.state().loads, matrices.state().hits) == (1, 1)  # loaded once, then kept
+
+    before = read_vector_key(reads, "alice")
+    ledger.forget_memory("alice", tea)
+    main.catch_up()  # the embeddings worker lags: the vector row is still there
+    after = read_vector_key(reads, "alice")
+    assert after.revision != before.revision  # the forget changed the key: the matrix is stale
+    assert set(similar(reads, service, "tea", clock.now)) == {coffee}
+    assert matrices.state().loads == 2
+
+    embedding.catch_up()  # deletes the row, renews the stamp, drops the cached matrix
+    assert matrices.state().entries == 0
+    assert read_vector_key(reads, "alice").stamp != after.stamp
+    with main.pool.connection() as conn:
+        assert conn.execute(
+            f"SELECT count(*) FROM {main.schema}.memledger_embeddings WHERE memory_id = %s",
+            (tea,),
+        ).fetchone() == (0,)
+    assert set(similar(reads, service, "tea", clock.now)) == {coffee}
+
+
+def test_a_vector_written_later_reaches_the_cached_matrix(
+    ledger: MemoryLedger,
+    workers: tuple[ProjectionWorker, ProjectionWorker],
+    service: EmbeddingService,
+    clock: Clock,
+) -> None:
+    main, embedding = workers
+    create(ledger, "tea", "green tea in the morning")
+    main.catch_up()
+    embedding.catch_up()
+    reads = Reads(main.pool, main.schema)
+    assert len(similar(reads, service, "tea", clock.now)) == 1
+
+    milk = create(ledger, "milk", "oat milk in tea")
+    main.catch_up()
+    assert len(similar(reads, service, "tea", clock.now)) == 1  # no vector yet: lexical only
+    embedding.catch_up()  # same memory revision, a new stamp: the matrix is loaded again
+    assert milk in similar(reads, service, "tea", clock.now)
+
+
+def test_hybrid_search_keeps_working_on_the_cached_matrix(
+    ledger: MemoryLedger,
+    workers: tuple[ProjectionWorker, ProjectionWorker],
+    service: EmbeddingService,
+    clock: Clock,
+) -> None:
+    main, embedding = workers
+    for i in range(30):
+        create(ledger, f"note_{i}", f"topic{i} word{i % 3}")
+    main.catch_up()
+    embedding.catch_up()
+    reads = Reads(main.pool, main.schema)
+    engine = MemorySearch(reads, None, vectors=HybridSource(service, fetch_floor=0.3))
+    cached = [engine("alice", "learning", f"topic{i}", now=clock.now) for i in range(5)]
+    service.matrices.clear()
+    fresh = [engine("alice", "learning", f"topic{i}", now=clock.now) for i in range(5)]
+    assert [f.result for f in cached] == [f.result for f in fresh]
+    assert all(f.result.items for f in fresh)
+    loaded = VectorReads(reads, None).user_vectors("alice", Words.model_id, DIM)
+    assert loaded.matrix.shape == (30, DIM)
+    assert np.allclose(np.linalg.norm(loaded.matrix, axis=1), 1.0)
+
+
+def test_a_forgotten_vector_is_nowhere_in_the_database_the_cache_or_the_logs(
+    ledger: MemoryLedger,
+    workers: tuple[ProjectionWorker, ProjectionWorker],
+    service: EmbeddingService,
+    clock: Clock,
+    database_url: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    main, embedding = workers
+    marker = uuid4().hex
+    secret = create(ledger, "hobby", f"collecting {marker} stamps")
+    create(ledger, "tea", "green tea")
+    main.catch_up()
+    embedding.catch_up()
+    reads = Reads(main.pool, main.schema)
+    assert secret in similar(reads, service, "stamps", clock.now)  # its matrix is cached
+    with main.pool.connection() as conn:
+        row = conn.execute(
+            f"SELECT vector FROM {main.schema}.memledger_embeddings WHERE memory_id = %s",
+            (secret,),
+        ).fetchone()
+    assert row is not None
+    trace = bytes(row[0])[:48].hex().encode()  # as pg_dump writes bytea
+    assert trace in pg_dump(database_url)
+
+    ledger.forget_memory("alice", secret)
+    main.catch_up()
+    embedding.catch_up()
+    assert service.matrices.state().entries == 0  # the matrix holding it was dropped
+    assert secret not in similar(reads, service, "stamps", clock.now)
+    assert trace not in pg_dump(database_url)
+    assert trace.decode() not in caplog.text and marker not in caplog.text
