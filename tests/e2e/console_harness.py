@@ -1,7 +1,7 @@
 """A real server and a headless Chromium for the console's browser tests and screenshots.
 
-The browser is Debian's `chromium` (never a downloaded one: `playwright install` is not used), started
-with networking features that phone home switched off, so a run needs nothing but loopback.
+The browser is Debian's `chromium` (never a downloaded one: no `playwright install`), started with
+the networking features that phone home switched off, so a run needs nothing but loopback.
 """
 
 from __future__ import annotations
