@@ -193,23 +193,25 @@ async function save(ctx, main, view, error) {
   ctx.announce(t("edit.saved", { revision: view.memory.revision }));
 }
 
-/** 409 revision_conflict: fetch what is there now and let the user reapply or discard. */
+/** 409 revision_conflict: show what is there now (fields and history) and let the user reapply
+ * the edit on top of it or discard it. */
 async function showConflict(ctx, main, view) {
-  let current;
+  const base = view.edit.base;
   try {
-    current = (await ctx.api.getMemory(view.memory.memory_id)).data;
+    view.memory = (await ctx.api.getMemory(view.memory.memory_id)).data;
+    view.versions = (await ctx.api.versions(view.memory.memory_id)).data.items;
   } catch (error) {
     ctx.fail(error);
     return;
   }
-  view.edit.conflict = current;
+  view.edit.conflict = { base, current: view.memory };
   draw(ctx, main, view);
   main.querySelector("#conflict-heading").focus();
   ctx.announce(t("conflict.heading"));
 }
 
 function conflictPanel(ctx, main, view) {
-  const current = view.edit.conflict;
+  const { base, current } = view.edit.conflict;
   const mine = view.edit;
   const version = (label, content, category) =>
     h(
@@ -223,7 +225,7 @@ function conflictPanel(ctx, main, view) {
     "section",
     { class: "conflict card", "aria-labelledby": "conflict-heading" },
     h("h3", { id: "conflict-heading", tabindex: "-1" }, t("conflict.heading")),
-    h("p", {}, t("conflict.explain", { base: mine.base, current: current.revision })),
+    h("p", {}, t("conflict.explain", { base, current: current.revision })),
     h(
       "div",
       { class: "compare" },
@@ -239,7 +241,6 @@ function conflictPanel(ctx, main, view) {
           type: "button",
           "data-focus-key": "reapply",
           onClick: async () => {
-            view.memory = current;
             mine.base = current.revision;
             await save(ctx, main, view, document.getElementById("edit-error"));
           },

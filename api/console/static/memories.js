@@ -117,9 +117,17 @@ export async function renderMemories(ctx, main) {
         ctx.announce(t("memories.count", { loaded: fill() }));
       },
     },
-    h("h3", { id: "filters-heading" }, t("filter.heading")),
-    h("div", { class: "row" }, filterControls),
-    h("button", { type: "submit", "data-focus-key": "apply-filters" }, t("filter.apply")),
+    h(
+      "fieldset",
+      {},
+      h("legend", { id: "filters-heading" }, t("filter.heading")),
+      h(
+        "div",
+        { class: "row" },
+        filterControls,
+        h("button", { type: "submit", "data-focus-key": "apply-filters" }, t("filter.apply")),
+      ),
+    ),
   );
 
   let announceTimer = null;
@@ -201,7 +209,7 @@ function row(ctx, m) {
     h("td", {}, scopeText(m.scope_type, m.workspace_type)),
     h("td", {}, h("span", { class: `badge ${m.status}` }, t(`status.${m.status}`))),
     h("td", {}, String(m.revision)),
-    h("td", {}, when(m.updated_at)),
+    h("td", { class: "nowrap" }, when(m.updated_at)),
     h(
       "td",
       {},
