@@ -31,6 +31,11 @@ from playwright.sync_api import Browser, Page, expect, sync_playwright
 pytestmark = pytest.mark.integration
 
 LANGS = ["en", "zh"]
+UNLABELLED = """() => [...document.querySelectorAll('input, select, textarea, button')]
+    .filter((el) => el.getClientRects().length > 0)
+    .filter((el) => !(el.labels && el.labels.length) && !el.getAttribute('aria-label')
+        && !(el.tagName === 'BUTTON' && el.textContent.trim()))
+    .map((el) => el.outerHTML.slice(0, 120))"""
 LOCALES = {"en": "en-US", "zh": "zh-CN"}
 
 
@@ -116,6 +121,10 @@ class Journey:
     def button(self, name: str, /, **params: Any) -> Any:
         return self.page.get_by_role("button", name=self.t(name, **params), exact=True)
 
+    def assert_labelled(self) -> None:
+        """Every visible control has an accessible name (a label, aria-label or its own text)."""
+        assert self.page.evaluate(UNLABELLED) == []
+
     def focused(self, attribute: str = "data-focus-key") -> str | None:
         return self.page.evaluate(
             f"document.activeElement && document.activeElement.getAttribute({attribute!r})"
@@ -165,12 +174,14 @@ def test_full_journey(journey: Callable[..., Journey], lang: str) -> None:
     assert page.evaluate("sessionStorage.getItem('memledger.console.token')") == j.token
     assert page.evaluate("document.documentElement.lang").startswith(lang)
     expect(page.locator("#memory-count")).to_have_text(t("memories.count", loaded=2))
+    j.assert_labelled()
 
     # Create a workspace memory through the dialog; focus lands on its row.
     j.button("memories.new").click()
     dialog = page.get_by_role("dialog", name=t("create.title"))
     expect(dialog).to_be_visible()
     expect(dialog.get_by_label(t("field.key"))).to_be_focused()
+    j.assert_labelled()
     dialog.get_by_label(t("field.key")).fill("explanation_style")
     dialog.get_by_label(t("field.content")).fill("Examples before definitions")
     dialog.get_by_label(t("field.category")).select_option("preference")
@@ -210,6 +221,7 @@ def test_full_journey(journey: Callable[..., Journey], lang: str) -> None:
     versions = page.locator("ol.versions > li")
     expect(versions).to_have_count(1)
     expect(versions.first).to_contain_text(t("history.revision", revision=1))
+    j.assert_labelled()
 
     # Edit while the memory changes behind the page's back: 409, shown, then reapplied.
     j.button("detail.edit").click()
@@ -228,6 +240,7 @@ def test_full_journey(journey: Callable[..., Journey], lang: str) -> None:
     expect(conflict).to_contain_text(t("conflict.current", revision=2))
     expect(conflict).to_contain_text("Changed elsewhere meanwhile")
     expect(conflict).to_contain_text("Worked examples first, then the definition")
+    j.assert_labelled()
     j.button("conflict.reapply").click()
     expect(j.status()).to_have_text(t("edit.saved", revision=3))
     expect(conflict).to_be_hidden()
@@ -281,6 +294,7 @@ def test_full_journey(journey: Callable[..., Journey], lang: str) -> None:
     j.button("candidates.edit_named", key="pace").click()
     edit_form = page.get_by_role("form", name=t("candidates.edit_named", key="pace"))
     expect(edit_form.get_by_label(t("field.content"))).to_be_focused()
+    j.assert_labelled()
     edit_form.get_by_label(t("field.content")).fill("Likes 20-minute lessons")
     edit_form.get_by_label(t("field.scope")).select_option("workspace")
     edit_form.get_by_label(t("field.workspace")).select_option("learning")
@@ -307,6 +321,7 @@ def test_full_journey(journey: Callable[..., Journey], lang: str) -> None:
     j.button("nav.settings").click()
     toggle = page.get_by_label(t("settings.auto_extract_enabled"))
     expect(toggle).to_be_checked()
+    j.assert_labelled()
     toggle.uncheck()
     j.button("settings.save").click()
     expect(j.status()).to_have_text(t("settings.saved"))
@@ -323,6 +338,7 @@ def test_full_journey(journey: Callable[..., Journey], lang: str) -> None:
     confirm = page.get_by_role("dialog", name=t("forget.title"))
     expect(confirm).to_be_visible()
     expect(confirm).to_contain_text(t("forget.irreversible"))
+    j.assert_labelled()
     expect(j.button("forget.cancel")).to_be_focused()
     page.keyboard.press("Tab")
     expect(j.button("forget.confirm")).to_be_focused()  # focus stays inside the dialog (wraps)
@@ -386,4 +402,53 @@ def test_language_switch_persists_and_api_errors_show_their_detail(
     expect(dialog).to_be_visible()
     page.keyboard.press("Escape")
     expect(page.get_by_role("button", name=zh("memories.new"))).to_be_focused()
+    assert j.problems == []
+
+
+def test_load_more_follows_the_cursor_and_the_keyboard_alone_gets_around(
+    journey: Callable[..., Journey],
+) -> None:
+    j = journey("en")
+    t, page = j.t, j.page
+    for n in range(52):
+        body = {"memory_key": f"note_{n:02}", "content": f"Note number {n}", "category": "fact"}
+        assert j.api.post("/me/core-memories", json=body | {"scope_type": "global"}).is_success
+    # Keyboard only: the skip link leads to the content, the token field is next, Enter signs in.
+    page.goto(f"{j.base_url}/console/")
+    expect(page.get_by_role("heading", name=t("signin.title"))).to_be_visible()
+    page.keyboard.press("Tab")
+    expect(page.locator("#skip-link")).to_be_focused()
+    expect(page.locator("#skip-link")).to_have_text(t("nav.skip"))
+    page.keyboard.press("Enter")
+    expect(page.locator("#main")).to_be_focused()
+    page.keyboard.press("Tab")
+    expect(page.get_by_label(t("signin.token"))).to_be_focused()
+    page.keyboard.type(j.token)
+    page.keyboard.press("Tab")
+    expect(j.button("signin.submit")).to_be_focused()
+    page.keyboard.press("Enter")
+    count = page.locator("#memory-count")
+    expect(count).to_have_text(t("memories.count", loaded=50))
+
+    # From the heading, Tab reaches "New memory"; the dialog opens on Enter, closes on Escape,
+    # and focus comes back to the button.
+    expect(page.get_by_role("heading", name=t("memories.heading"))).to_be_focused()
+    page.keyboard.press("Tab")
+    expect(j.button("memories.new")).to_be_focused()
+    page.keyboard.press("Enter")
+    dialog = page.get_by_role("dialog", name=t("create.title"))
+    expect(dialog.get_by_label(t("field.key"))).to_be_focused()
+    page.keyboard.press("Escape")
+    expect(dialog).to_be_hidden()
+    expect(j.button("memories.new")).to_be_focused()
+
+    # The next page through the cursor; focus lands on the first row it brought.
+    j.button("memories.load_more").focus()
+    page.keyboard.press("Enter")
+    expect(count).to_have_text(t("memories.count", loaded=52))
+    expect(page.locator(":focus")).to_have_attribute("aria-label", re.compile(r"^Open note_"))
+    expect(j.status()).to_have_text(t("memories.loaded_more", count=2))
+    expect(page.get_by_text(t("memories.all_loaded"))).to_be_visible()
+    page.get_by_label(t("search.label")).fill("number 5")
+    expect(count).to_have_text(t("memories.count_search", shown=3, loaded=52))
     assert j.problems == []

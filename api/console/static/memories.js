@@ -309,7 +309,6 @@ function createDialog(ctx) {
           ),
         );
       }
-      error.focus?.();
       return;
     }
     const memory = answer.data;
