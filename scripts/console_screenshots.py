@@ -56,7 +56,7 @@ ENGLISH = [
 ]
 CHINESE = [
     ("explanation_style", "我更喜欢先看例子再看定义。", "preference", "learning"),
-    ("answer_language", "请用简体中文回答，代码注释用英文。", "preference", None),
+    ("answer_language", "请用简体中文回答，代码注释用英文。", "preference", None),  # noqa: RUF001
     ("study_goal", "今年通过 N2 日语考试。", "goal", "learning"),
     ("schedule", "工作日晚上八点以后才有空。", "constraint", None),
     ("research_topic", "研究方向是检索增强生成的评测。", "background", "research"),
