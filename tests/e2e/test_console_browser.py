@@ -452,3 +452,39 @@ def test_load_more_follows_the_cursor_and_the_keyboard_alone_gets_around(
     page.get_by_label(t("search.label")).fill("number 5")
     expect(count).to_have_text(t("memories.count_search", shown=3, loaded=52))
     assert j.problems == []
+
+
+def test_a_replacement_candidate_edited_and_accepted_becomes_a_new_version(
+    journey: Callable[..., Journey],
+) -> None:
+    j = journey("zh")
+    t, page = j.t, j.page
+    body = {"memory_key": "editor", "content": "Uses vim", "category": "fact"}
+    memory = j.api.post("/me/core-memories", json=body | {"scope_type": "global"}).json()
+    saved = j.agent.post(
+        "/tools/save_core_memory", json=body | {"content": "Uses Emacs", "scope_type": "global"}
+    )
+    assert saved.json()["status"] == "candidate_created", saved.text
+
+    page.goto(console_link(j.base_url, j.token))
+    j.button("nav.candidates").click()
+    card = page.locator("li.candidate")
+    expect(card).to_have_count(1)
+    expect(card).to_contain_text(t("operation.replace"))
+    expect(card).to_contain_text("Uses Emacs")
+    j.button("candidates.edit_named", key="editor").click()
+    form = page.get_by_role("form", name=t("candidates.edit_named", key="editor"))
+    expect(form.get_by_label(t("field.scope"))).to_have_count(0)  # it replaces in place
+    form.get_by_label(t("field.content")).fill("Uses Emacs with evil-mode")
+    form.get_by_role("button", name=t("candidates.accept_edited")).click()
+    expect(j.status()).to_have_text(t("candidates.accepted", key="editor", revision=2))
+
+    j.button("nav.memories").click()
+    j.button("memories.open_named", key="editor").click()
+    versions = page.locator("ol.versions > li")
+    expect(versions).to_have_count(2)
+    expect(versions.first).to_contain_text("Uses Emacs with evil-mode")
+    expect(versions.first).to_contain_text(t("change.replace"))
+    expect(versions.first).to_contain_text(t("via.candidate"))
+    assert j.api.get(f"/me/core-memories/{memory['memory_id']}").json()["revision"] == 2
+    assert j.problems == []

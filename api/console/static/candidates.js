@@ -163,14 +163,18 @@ function editForm(ctx, state, c, index) {
         event.preventDefault();
         const data = new FormData(event.target);
         const edits = { content: data.get("content"), category: data.get("category") };
-        edits.scope_type = data.get("scope_type");
-        edits.workspace_type = edits.scope_type === "workspace" ? data.get("workspace_type") : null;
+        if (c.operation === "create") {
+          edits.scope_type = data.get("scope_type");
+          edits.workspace_type =
+            edits.scope_type === "workspace" ? data.get("workspace_type") : null;
+        }
         decide(ctx, state, c, index, "accept", edits);
       },
     },
     field(t("field.content"), content),
     field(t("field.category"), category),
-    scopeFields(c.proposed_scope_type, c.proposed_workspace_type),
+    // An update or replacement changes an existing memory in its scope: only a new one has a choice.
+    c.operation === "create" ? scopeFields(c.proposed_scope_type, c.proposed_workspace_type) : null,
     h(
       "div",
       { class: "actions" },
