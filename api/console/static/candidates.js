@@ -2,7 +2,7 @@
 
 import { field, h, mount, select } from "./dom.js";
 import { t, when } from "./i18n.js";
-import { CATEGORIES, options, scopeFields, scopeText } from "./memories.js";
+import { CATEGORIES, options, scopeFields, scopeText } from "./parts.js";
 
 const STATUSES = ["pending", "accepted", "rejected", "expired"];
 

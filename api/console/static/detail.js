@@ -1,26 +1,12 @@
-// One memory: its fields, edit (with revision-conflict handling), suppress/restore, forget,
-// and its version history with restore.
+// One memory: its fields, edit (with revision-conflict handling), suppress/restore; forget.js
+// and history.js do the rest.
 
 import { ApiError } from "./api.js";
-import { field, h, mount, openDialog, select } from "./dom.js";
+import { field, h, mount, select } from "./dom.js";
+import { confirmForget, renderTombstone } from "./forget.js";
+import { historySection } from "./history.js";
 import { t, when } from "./i18n.js";
-import { CATEGORIES, options, scopeText } from "./memories.js";
-
-function back(ctx) {
-  return h(
-    "button",
-    {
-      type: "button",
-      class: "link back",
-      onClick: () => ctx.go("memories", { focus: `open-${ctx.memoryId}` }),
-    },
-    t("detail.back"),
-  );
-}
-
-function invalidateList(ctx) {
-  if (ctx.lists.memories) ctx.lists.memories.loaded = false;
-}
+import { backToList, CATEGORIES, invalidateMemories, options, scopeText } from "./parts.js";
 
 export async function renderDetail(ctx, main) {
   let memory;
@@ -33,7 +19,7 @@ export async function renderDetail(ctx, main) {
       renderTombstone(ctx, main, error);
       return;
     }
-    mount(main, back(ctx), h("h2", {}, t("detail.unavailable")));
+    mount(main, backToList(ctx), h("h2", {}, t("detail.unavailable")));
     ctx.fail(error);
     return;
   }
@@ -83,7 +69,7 @@ function draw(ctx, main, view) {
     ),
   );
   mount(main,
-    back(ctx),
+    backToList(ctx),
     h("h2", { class: "key" }, memory.memory_key),
     suppressed ? h("p", { class: "notice" }, t("detail.suppressed_note")) : null,
     h(
@@ -93,7 +79,7 @@ function draw(ctx, main, view) {
     ),
     view.edit ? null : actions,
     view.edit ? editForm(ctx, main, view) : null,
-    history(ctx, main, view),
+    historySection(ctx, main, view, reload),
   );
 }
 
@@ -188,7 +174,7 @@ async function save(ctx, main, view, error) {
     return;
   }
   view.edit = null;
-  invalidateList(ctx);
+  invalidateMemories(ctx);
   await reload(ctx, main, view, "edit");
   ctx.announce(t("edit.saved", { revision: view.memory.revision }));
 }
@@ -275,145 +261,8 @@ async function toggleStatus(ctx, main, view) {
     return;
   }
   ctx.clear();
-  invalidateList(ctx);
+  invalidateMemories(ctx);
   draw(ctx, main, view);
   main.querySelector('[data-focus-key="toggle-status"]').focus();
   ctx.announce(t(suppressed ? "detail.restored" : "detail.suppressed", { key: view.memory.memory_key }));
-}
-
-function history(ctx, main, view) {
-  const latest = view.memory.revision;
-  return h(
-    "section",
-    { class: "history", "aria-labelledby": "history-heading" },
-    h("h3", { id: "history-heading" }, t("history.heading")),
-    h(
-      "ol",
-      { class: "versions" },
-      [...view.versions].reverse().map((v) =>
-        h(
-          "li",
-          { class: "card version", "data-revision": String(v.revision) },
-          h(
-            "h4",
-            {},
-            t("history.revision", { revision: v.revision }),
-            v.revision === latest ? h("span", { class: "badge active" }, t("history.current")) : null,
-          ),
-          h("p", { class: "content" }, v.content),
-          h(
-            "p",
-            { class: "hint" },
-            [
-              t(`category.${v.category}`),
-              t(`change.${v.change_type}`),
-              t(`via.${v.changed_via}`),
-              when(v.created_at),
-            ].join(" · "),
-          ),
-          v.revision === latest
-            ? null
-            : h(
-                "button",
-                {
-                  type: "button",
-                  class: "secondary",
-                  "data-focus-key": `restore-version-${v.revision}`,
-                  onClick: () => restoreVersion(ctx, main, view, v.revision),
-                },
-                t("history.restore", { revision: v.revision }),
-              ),
-        ),
-      ),
-    ),
-  );
-}
-
-async function restoreVersion(ctx, main, view, revision) {
-  try {
-    view.memory = (
-      await ctx.api.restoreVersion(view.memory.memory_id, revision, view.memory.revision)
-    ).data;
-  } catch (error) {
-    ctx.fail(error);
-    await reload(ctx, main, view, null);
-    return;
-  }
-  ctx.clear();
-  invalidateList(ctx);
-  await reload(ctx, main, view, "edit");
-  main.querySelector("#history-heading").scrollIntoView({ block: "nearest" });
-  ctx.announce(t("history.restored", { revision, new_revision: view.memory.revision }));
-}
-
-function confirmForget(ctx, main, view) {
-  const { memory } = view;
-  const body = h(
-    "div",
-    { class: "stack" },
-    h("p", { class: "warning" }, t("forget.irreversible")),
-    h("p", {}, t("forget.what", { key: memory.memory_key })),
-    h("blockquote", { class: "content" }, memory.content),
-  );
-  const { close } = openDialog({
-    title: t("forget.title"),
-    body,
-    className: "danger-dialog",
-    returnKey: "forget",
-    actions: [
-      h(
-        "button",
-        {
-          type: "button",
-          class: "danger",
-          onClick: async () => {
-            close();
-            await forget(ctx, main, view);
-          },
-        },
-        t("forget.confirm"),
-      ),
-      h("button", { type: "button", class: "secondary", autofocus: true, onClick: () => close() }, t("forget.cancel")),
-    ],
-  });
-}
-
-async function forget(ctx, main, view) {
-  try {
-    await ctx.api.forgetMemory(view.memory.memory_id);
-  } catch (error) {
-    if (!(error instanceof ApiError && error.reason === "forgotten")) {
-      ctx.fail(error);
-      return;
-    }
-  }
-  invalidateList(ctx);
-  // Ask the server again: it now answers 410 forgotten, and that is what the page shows.
-  try {
-    await ctx.api.getMemory(view.memory.memory_id);
-    ctx.fail(new Error(t("forget.still_there")));
-  } catch (error) {
-    if (error instanceof ApiError && error.reason === "forgotten") {
-      renderTombstone(ctx, main, error, view.memory.memory_key);
-      main.querySelector("h2").focus();
-      ctx.announce(t("forget.done", { key: view.memory.memory_key }));
-      return;
-    }
-    ctx.fail(error);
-  }
-}
-
-function renderTombstone(ctx, main, error, key) {
-  mount(main,
-    back(ctx),
-    h("h2", { tabindex: "-1", class: "tombstone-title" }, t("tombstone.heading")),
-    h(
-      "div",
-      { class: "card tombstone" },
-      key ? h("p", {}, t("tombstone.key", { key })) : null,
-      h("p", {}, t("tombstone.explain")),
-      h("p", { class: "hint" }, t("tombstone.server", { status: error.status, reason: error.reason, detail: error.detail })),
-      h("p", {}, t("field.memory_id"), ": ", h("code", {}, ctx.memoryId)),
-    ),
-  );
 }
