@@ -6,7 +6,7 @@ the aggregates refuse it when they record a new event, whatever the caller check
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from typing import Any
 from uuid import UUID
 
 import pytest
@@ -17,6 +17,8 @@ from domain.model.memory import Memory
 from domain.model.memory_settings import MemorySettings
 from domain.model.values import ID_PATTERN, MAX_ID_CHARS, check_id
 from tests.unit.domain.aggregate_steps import replay
+from tests.unit.domain.test_candidate_aggregate import proposed_fields
+from tests.unit.domain.test_memory_aggregate import created_fields
 
 MEMORY_ID = UUID("00000000-0000-4000-8000-000000000001")
 CANDIDATE_ID = UUID("00000000-0000-4000-8000-0000000000c1")
@@ -77,37 +79,12 @@ def test_the_pattern_is_anchored_and_bounded() -> None:
 # -- the aggregates refuse them when recording ----------------------------------------------
 
 
-def memory_fields(user_id: str) -> dict[str, object]:
-    return {
-        "user_id": user_id,
-        "scope_type": "global",
-        "workspace_type": None,
-        "memory_key": "drink",
-        "content": "Likes tea.",
-        "content_hash": "hash-1",
-        "category": "preference",
-        "source_type": "explicit",
-        "changed_via": "user_api",
-        "source_candidate_id": None,
-        "review_after": None,
-        "expires_at": None,
-    }
+def memory_fields(user_id: str) -> dict[str, Any]:
+    return created_fields(user_id=user_id)
 
 
-def candidate_fields(user_id: str, conversation: str | None) -> dict[str, object]:
-    return {
-        "user_id": user_id,
-        "operation": "create",
-        "target_memory_id": None,
-        "expected_revision": None,
-        "proposed_scope_type": "global",
-        "proposed_workspace_type": None,
-        "proposed_key": "drink",
-        "proposed_content": "Likes tea.",
-        "proposed_category": "preference",
-        "source_conversation_id": conversation,
-        "expires_at": datetime.now(UTC) + timedelta(days=30),
-    }
+def candidate_fields(user_id: str, conversation: str | None) -> dict[str, Any]:
+    return proposed_fields(user_id=user_id, source_conversation_id=conversation)
 
 
 def test_a_memory_of_a_user_id_with_nul_is_refused() -> None:
