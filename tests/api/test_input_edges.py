@@ -466,3 +466,10 @@ def test_a_short_dev_secret_file_is_refused(tmp_path: Any) -> None:
     (tmp_path / "jwt.secret").write_text("short\n")
     with pytest.raises(KeyringError, match="32 bytes"):
         jwt_secret(Settings(dev=True, data_dir=tmp_path))  # type: ignore[call-arg]
+
+
+def test_413_is_documented_on_every_operation(client: TestClient) -> None:
+    paths = client.get("/openapi.json").json()["paths"]
+    for path, operations in paths.items():
+        for method, operation in operations.items():
+            assert "413" in operation["responses"], (method, path)
