@@ -15,7 +15,7 @@ from api.console import mount_console
 from api.deps import Services
 from api.errors import install_error_handlers
 from api.metrics import StateCollector
-from api.middleware import RequestContext
+from api.middleware import BodyLimit, RequestContext
 from api.routes import audit, candidates, legacy, memories, settings, tools
 from api.schemas.errors import ERROR_RESPONSES
 from projections.worker import ProjectionWorker
@@ -41,7 +41,8 @@ def create_app(services: Services, *, max_lag: int = 1000) -> FastAPI:
     )
     app.state.services = services
     install_error_handlers(app)
-    app.add_middleware(RequestContext, metrics=services.metrics)
+    app.add_middleware(BodyLimit, limit=services.max_body_bytes)
+    app.add_middleware(RequestContext, metrics=services.metrics)  # outermost: ids every answer
     services.metrics.watch(
         StateCollector(
             lags=lambda: {**_lags(services.worker), **_lags(services.embedding_worker)},

@@ -7,7 +7,7 @@ import secrets
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import ConnectionPool
@@ -29,6 +29,7 @@ from retrieval.vectors.configured import make_embedder
 from retrieval.vectors.service import EmbeddingService
 
 __all__ = [
+    "MIN_JWT_SECRET_BYTES",
     "build_embedding_worker",
     "build_embeddings",
     "build_ledger",
@@ -41,6 +42,9 @@ __all__ = [
     "postgres_env",
     "resolve_database_url",
 ]
+
+
+MIN_JWT_SECRET_BYTES: Final = 32
 
 
 def resolve_database_url(settings: Settings) -> str:
@@ -86,12 +90,21 @@ def dev_secret(settings: Settings, name: str, make: Callable[[], str]) -> Path:
 
 
 def jwt_secret(settings: Settings) -> str:
-    """The token signing secret; in dev mode a generated one under the data folder."""
+    """The token signing secret (at least 32 bytes); in dev mode a generated one."""
     if settings.jwt_secret is not None:
-        return settings.jwt_secret.get_secret_value()
-    if not settings.dev:
+        secret, source = settings.jwt_secret.get_secret_value(), "MEMLEDGER_JWT_SECRET"
+    elif settings.dev:
+        path = dev_secret(settings, "jwt.secret", lambda: secrets.token_urlsafe(32))
+        secret, source = path.read_text().strip(), str(path)
+    else:
         raise KeyringError("MEMLEDGER_JWT_SECRET is required (or use --dev)")
-    return dev_secret(settings, "jwt.secret", lambda: secrets.token_urlsafe(32)).read_text().strip()
+    # HS256 is only as strong as its key: RFC 7518 section 3.2 asks for at least 256 bits.
+    if len(secret.encode()) < MIN_JWT_SECRET_BYTES:
+        raise KeyringError(
+            f"{source} must be at least {MIN_JWT_SECRET_BYTES} bytes "
+            f"(it has {len(secret.encode())}); e.g. `openssl rand -base64 32`"
+        )
+    return secret
 
 
 def master_keyring(settings: Settings) -> MasterKeyring:
@@ -191,6 +204,7 @@ def build_services(
         reads=Reads(worker.pool, settings.db_schema),
         metrics=Metrics(),
         jwt_secret=jwt_secret(settings),
+        max_body_bytes=settings.max_body_bytes,
         worker=worker,
         access_log=AccessLog(ledger),
         search_cache=QueryCache(ttl=settings.search_cache_ttl),

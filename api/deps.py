@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
+import functools
+import inspect
 import logging
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Annotated, Any
 
 from fastapi import Depends, Header, Request
+from fastapi.routing import APIRoute
 
 from api.access_log import AccessLog
 from api.auth import Identity, InvalidToken, verify_token
 from api.metrics import Metrics
-from domain.errors import LedgerUnavailable
+from domain.errors import LedgerUnavailable, PolicyDenied
 from domain.ledger.access import AccessHit
 from domain.ledger.ledger import MemoryLedger
 from domain.ledger.results import Outcome
@@ -23,7 +26,14 @@ from retrieval.cache import QueryCache, SearchKey
 from retrieval.search import Found
 from retrieval.vectors.service import EmbeddingService
 
-__all__ = ["CurrentIdentity", "FreshReads", "Services", "ServicesDep", "fresh_reads"]
+__all__ = [
+    "CurrentIdentity",
+    "FreshReads",
+    "Services",
+    "ServicesDep",
+    "UserRoute",
+    "fresh_reads",
+]
 
 
 _log = logging.getLogger("memledger.api")
@@ -39,6 +49,8 @@ class Services:
     jwt_secret: str
     worker: ProjectionWorker | None = None
     read_timeout: float = 5.0
+    max_body_bytes: int = 64 * 1024
+    """Larger request bodies are refused with 413 (MEMLEDGER_MAX_BODY_BYTES)."""
     access_log: AccessLog | None = None
     """Where agent reads, searches and denials are recorded for audit (None: not recorded)."""
     search_cache: QueryCache[SearchKey, Found] | None = None
@@ -146,3 +158,34 @@ def fresh_reads(
 
 
 FreshReads = Annotated[Reads, Depends(fresh_reads)]
+
+
+class UserRoute(APIRoute):
+    """A route of the user's own APIs (/me/*, /audit/*): refused to agent-turn tokens.
+
+    An agent turn (mode no_write or isolated, or a tools list) acts only through the tools, so
+    a mode can never be widened through the management API: 403 `agent_token`. The check wraps
+    the endpoint, so it runs after identity (401) and request validation (422), as the
+    contract orders them; every endpoint of such a router takes `identity: CurrentIdentity`.
+    """
+
+    def __init__(self, path: str, endpoint: Callable[..., Any], **kwargs: Any) -> None:
+        super().__init__(path, _refusing_agent_turns(endpoint), **kwargs)
+
+
+def _refusing_agent_turns(endpoint: Callable[..., Any]) -> Callable[..., Any]:
+    if "identity" not in inspect.signature(endpoint).parameters or inspect.iscoroutinefunction(
+        endpoint
+    ):
+        raise TypeError(f"{endpoint.__name__}: a UserRoute endpoint is sync and takes `identity`")
+
+    @functools.wraps(endpoint)
+    def checked(*args: Any, **kwargs: Any) -> Any:
+        identity: Identity = kwargs["identity"]
+        if identity.is_agent_turn:
+            raise PolicyDenied(
+                "agent_token", "an agent turn's token acts only through the agent tools"
+            )
+        return endpoint(*args, **kwargs)
+
+    return checked

@@ -8,7 +8,9 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from fastapi.routing import iter_route_contexts
 from starlette.exceptions import HTTPException
+from starlette.routing import compile_path
 
 from api.auth import InvalidToken
 from domain.errors import (
@@ -51,6 +53,19 @@ def _field_errors(error: RequestValidationError) -> list[dict[str, Any]]:
         }
         for e in error.errors()
     ]
+
+
+def _allowed_methods(request: Request) -> list[str]:
+    """The methods of every route whose path matches the request's (Allow of a 405).
+
+    Starlette answers with the methods of the first route matching the path only, and several
+    routes share most paths here (GET, PATCH and DELETE of one memory).
+    """
+    allowed: set[str] = set()
+    for route in iter_route_contexts(request.app.routes):
+        if route.methods and compile_path(route.path)[0].fullmatch(request.url.path):
+            allowed |= route.methods
+    return sorted(allowed)
 
 
 def _status_of(error: Exception) -> JSONResponse:
@@ -110,10 +125,21 @@ def install_error_handlers(app: FastAPI) -> None:
         summary = "; ".join(f"{e['field'] or 'body'}: {e['message']}" for e in errors)
         return _error(422, f"invalid request: {summary}", errors=errors)
 
-    async def http_error(_: Request, error: Exception) -> JSONResponse:
+    async def http_error(request: Request, error: Exception) -> JSONResponse:
         assert isinstance(error, HTTPException)
+        headers = error.headers
+        if error.status_code == 400 and isinstance(error.__cause__, ValueError | RecursionError):
+            # FastAPI could not parse the body: invalid UTF-8, or JSON nested too deep.
+            message = "the body is not JSON in UTF-8 (or is nested too deep)"
+            return _error(
+                422,
+                f"invalid request: {message}",
+                errors=[{"field": "body", "message": message, "type": "json_invalid"}],
+            )
+        if error.status_code == 405:  # every method of the path, not only one route's
+            headers = {**(headers or {}), "Allow": ", ".join(_allowed_methods(request))}
         return JSONResponse(
-            {"detail": str(error.detail)}, status_code=error.status_code, headers=error.headers
+            {"detail": str(error.detail)}, status_code=error.status_code, headers=headers
         )
 
     async def unexpected(_: Request, error: Exception) -> JSONResponse:

@@ -1,4 +1,5 @@
-"""ASGI middleware: request ids, structured access logs, latency metrics, a last-resort 500."""
+"""ASGI middleware: request ids, structured access logs, latency metrics, a last-resort 500,
+and the request body limit."""
 
 from __future__ import annotations
 
@@ -9,15 +10,18 @@ import time
 import uuid
 from typing import Any
 
+from starlette.datastructures import Headers
+from starlette.exceptions import HTTPException
+from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api.metrics import Metrics
 from domain.ledger.correlation import correlated
 
-__all__ = ["JsonFormatter", "RequestContext", "configure_logging"]
+__all__ = ["BodyLimit", "BodyTooLarge", "JsonFormatter", "RequestContext", "configure_logging"]
 
 _log = logging.getLogger("memledger.access")
-_VALID_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
+_VALID_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 
 
 class JsonFormatter(logging.Formatter):
@@ -74,7 +78,7 @@ class RequestContext:
             await self.app(scope, receive, send)
             return
         incoming = dict(scope.get("headers") or []).get(b"x-request-id", b"").decode("latin-1")
-        request_id = incoming if _VALID_ID.match(incoming) else uuid.uuid4().hex
+        request_id = incoming if _VALID_ID.fullmatch(incoming) else uuid.uuid4().hex
         scope.setdefault("state", {})["request_id"] = request_id
         status = {"code": 500, "started": False}
         started = time.perf_counter()
@@ -125,3 +129,47 @@ class RequestContext:
                 "memory_ids": state.get("memory_ids") or ([str(memory_id)] if memory_id else None),
             },
         )
+
+
+class BodyTooLarge(HTTPException):
+    """The request body passed the limit while it was read (answered 413 by api/errors.py)."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(413, f"the request body is over the limit of {limit} bytes")
+
+
+class BodyLimit:
+    """Refuses request bodies over `limit` bytes with 413, without ever holding more.
+
+    A declared Content-Length over the limit is answered before any byte is read; a body
+    streamed without one is counted as the application pulls it and refused (BodyTooLarge,
+    raised from `receive`) once it passes the limit. FastAPI's own `max_body_size` answers the
+    first case in plain text, not in the contract's error shape, hence this.
+    """
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = Headers(scope=scope).get("content-length", "")
+        if declared.isdigit() and int(declared) > self.limit:
+            too_large = BodyTooLarge(self.limit)
+            response = JSONResponse({"detail": too_large.detail}, status_code=413)
+            await response(scope, receive, send)
+            return
+        received = 0
+
+        async def limited() -> Message:
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > self.limit:
+                    raise BodyTooLarge(self.limit)
+            return message
+
+        await self.app(scope, limited, send)

@@ -71,6 +71,12 @@ class Settings(BaseSettings):
     vector_cache_mb: int = Field(
         256, ge=0, le=65536, description="MB of users' vector matrices kept for search (0: none)"
     )
+    max_body_bytes: int = Field(
+        64 * 1024,
+        ge=1024,
+        le=64 * 1024 * 1024,
+        description="largest request body accepted; larger ones get 413 before they are read",
+    )
     host: str = "127.0.0.1"
     port: int = Field(8000, ge=1, le=65535)
 

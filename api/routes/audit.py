@@ -12,15 +12,17 @@ from uuid import UUID
 
 from fastapi import APIRouter, Header, Query
 
-from api.deps import CurrentIdentity, ServicesDep
+from api.deps import CurrentIdentity, ServicesDep, UserRoute
 from api.schemas.audit import AuditEvent, AuditPage
+from api.schemas.text import ID_PATTERN
 from domain.errors import PolicyDenied
+from domain.model.values import MAX_ID_CHARS
 
 __all__ = ["AUDITOR_ROLE", "router"]
 
 AUDITOR_ROLE = "auditor"
 
-router = APIRouter(prefix="/audit", tags=["audit"])
+router = APIRouter(prefix="/audit", tags=["audit"], route_class=UserRoute)
 
 
 @router.get("/events", response_model=AuditPage)
@@ -29,7 +31,9 @@ def audit_events(
     services: ServicesDep,
     after: Annotated[int, Query(ge=0, description="return events after this position")] = 0,
     limit: Annotated[int, Query(ge=1, le=1000, description="at most this many events")] = 100,
-    user_id: Annotated[str | None, Query(min_length=1, max_length=200)] = None,
+    user_id: Annotated[
+        str | None, Query(max_length=MAX_ID_CHARS, pattern=ID_PATTERN, description="a user id")
+    ] = None,
     memory_id: UUID | None = None,
     min_position: Annotated[
         int | None,

@@ -7,7 +7,7 @@ from uuid import UUID
 
 from fastapi import APIRouter, Body, Query
 
-from api.deps import CurrentIdentity, FreshReads, ServicesDep
+from api.deps import CurrentIdentity, FreshReads, ServicesDep, UserRoute
 from api.schemas.candidates import (
     Candidate,
     CandidateAccept,
@@ -21,7 +21,7 @@ from domain.ledger.arguments import UNSET
 
 __all__ = ["router"]
 
-router = APIRouter(prefix="/me/memory-candidates", tags=["candidates"])
+router = APIRouter(prefix="/me/memory-candidates", tags=["candidates"], route_class=UserRoute)
 
 
 @router.get("", response_model=CandidateList)

@@ -6,13 +6,14 @@ from typing import Any
 
 from fastapi import APIRouter, Path, Response
 
-from api.deps import CurrentIdentity, FreshReads, ServicesDep
+from api.deps import CurrentIdentity, FreshReads, ServicesDep, UserRoute
 from api.schemas.memories import LegacyMemory
-from domain.model.values import Scope
+from api.schemas.text import LINE_PATTERN
+from domain.model.values import MAX_KEY_CHARS, Scope
 
 __all__ = ["router"]
 
-router = APIRouter(prefix="/me/memories", tags=["legacy"])
+router = APIRouter(prefix="/me/memories", tags=["legacy"], route_class=UserRoute)
 
 
 @router.get("", response_model=list[LegacyMemory])
@@ -60,7 +61,7 @@ def put_global_memory(
 def forget_global_memory(
     identity: CurrentIdentity,
     services: ServicesDep,
-    memory_key: str = Path(min_length=1, max_length=200),
+    memory_key: str = Path(min_length=1, max_length=MAX_KEY_CHARS, pattern=LINE_PATTERN),
 ) -> Response:
     """Forget the global memory with this key (irrecoverably)."""
     outcome = services.ledger.forget_by_key(identity.user_id, Scope.global_(), memory_key)

@@ -7,7 +7,7 @@ from uuid import UUID
 
 from fastapi import APIRouter, Path, Query, Response, status
 
-from api.deps import CurrentIdentity, FreshReads, ServicesDep
+from api.deps import CurrentIdentity, FreshReads, ServicesDep, UserRoute
 from api.schemas.memories import (
     Category,
     MemoryCreate,
@@ -20,6 +20,7 @@ from api.schemas.memories import (
     WorkspaceType,
     memory_out,
 )
+from api.schemas.text import CURSOR_PATTERN
 from domain.errors import MemoryForgotten, NotFound
 from domain.ledger.arguments import UNSET
 from domain.model.values import Scope
@@ -27,7 +28,7 @@ from projections.reads import Reads
 
 __all__ = ["router"]
 
-router = APIRouter(prefix="/me/core-memories", tags=["memories"])
+router = APIRouter(prefix="/me/core-memories", tags=["memories"], route_class=UserRoute)
 
 
 def _live_row(reads: Reads, user_id: str, memory_id: UUID) -> dict[str, Any]:
@@ -49,7 +50,7 @@ def list_memories(
     status_: Annotated[Literal["active", "suppressed"] | None, Query(alias="status")] = None,
     category: Category | None = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
-    cursor: Annotated[str | None, Query(max_length=500)] = None,
+    cursor: Annotated[str | None, Query(pattern=CURSOR_PATTERN)] = None,
 ) -> MemoryPage:
     """The caller's active and suppressed memories (filter by scope, status, category)."""
     page = reads.memories(

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from api.deps import CurrentIdentity, ServicesDep
+from api.deps import CurrentIdentity, ServicesDep, UserRoute
 from api.schemas.settings import SettingsOut, SettingsPatch
 from domain.ledger.results import Outcome, SettingsState
 
 __all__ = ["router"]
 
-router = APIRouter(prefix="/me/memory-settings", tags=["settings"])
+router = APIRouter(prefix="/me/memory-settings", tags=["settings"], route_class=UserRoute)
 
 
 def _out(view: SettingsState) -> SettingsOut:

@@ -11,6 +11,10 @@ was visible, else 404 too. `list_core_memories` shows both a global memory and a
 memory with the same key (each says its scope); `search_core_memories` lets the workspace one
 hide the global one.
 
+A memory a tool may not see is never returned, compared against or confirmed: saving or
+proposing under the key of a suppressed or expired memory answers as for any other content (a
+replace candidate for the user), whether or not the content is the same.
+
 Content rules: save, update and propose also apply the content rules of the token's workspace
 (domain/model/workspace_rules.py) whatever the scope, so a teaching agent cannot park a
 student's details in a global memory either; refusals are 422 like any invalid value.
@@ -172,10 +176,16 @@ def save_core_memory(
             )
         except KeyExists as taken:
             # Section 9.3: a conflicting value never overwrites; the user decides.
-            return _propose_replacement(services, user_id, scope, body, taken.memory_id)
+            return _propose_replacement(services, workspace, user_id, scope, body, taken.memory_id)
         memory = services.wrote(user_id, outcome).memory
         assert memory is not None
         if outcome.status == "unchanged":
+            if not _sees(services, workspace, memory):
+                # The same content as a memory this agent may not see (suppressed, expired):
+                # answered like any other content, so the agent cannot confirm a guess.
+                return _propose_replacement(
+                    services, workspace, user_id, scope, body, memory.memory_id
+                )
             memory = _reconfirm_if_due(services, user_id, memory)
         return SaveResult(status=outcome.status, memory=memory_out(memory))  # type: ignore[arg-type]
 
@@ -227,7 +237,11 @@ def propose_core_memory(
     with _tool(services, identity, "propose_core_memory") as workspace:
         user_id, scope = identity.user_id, policy.tool_scope(body.scope_type, workspace)
         existing = reads.memory_by_key(user_id, scope, key)
-        if existing is not None and _same(existing, content, category):
+        if (
+            existing is not None
+            and _sees(services, workspace, existing)  # never compared against a hidden one
+            and _same(existing, content, category)
+        ):
             return ProposeResult(status="duplicate")  # already remembered: nothing to propose
         outcome = services.ledger.propose_candidate(
             user_id,
@@ -313,16 +327,26 @@ def _visible_memory(
             raise MemoryForgotten(memory_id)
         raise NotFound(f"memory {memory_id} not found")
     memory = services.ledger.get_memory(user_id, memory_id)
-    if not (
-        policy.is_visible(memory.scope_type, memory.workspace_type, workspace)
-        and retrievable(memory.status, memory.expires_at, services.ledger.clock())
-    ):
+    if not _sees(services, workspace, memory):
         raise NotFound(f"memory {memory_id} not found")
     return memory
 
 
+def _sees(services: Services, workspace: str, memory: MemoryView | dict[str, Any]) -> bool:
+    """True when an agent in `workspace` may see this memory: active, unexpired, in scope."""
+    fields = ("scope_type", "workspace_type", "status", "expires_at")
+    scope_type, workspace_type, status, expires_at = (
+        (memory[f] for f in fields)
+        if isinstance(memory, dict)
+        else (getattr(memory, f) for f in fields)
+    )
+    return policy.is_visible(scope_type, workspace_type, workspace) and retrievable(
+        status, expires_at, services.ledger.clock()
+    )
+
+
 def _propose_replacement(
-    services: Services, user_id: str, scope: Scope, body: SaveBody, target: UUID
+    services: Services, workspace: str, user_id: str, scope: Scope, body: SaveBody, target: UUID
 ) -> SaveResult:
     outcome = services.ledger.propose_candidate(
         user_id,
@@ -335,9 +359,11 @@ def _propose_replacement(
     )
     services.wrote(user_id, outcome)
     if outcome.candidate is None:
-        # The user rejected this very replacement recently: the old value stays, unchanged.
+        # The user rejected this very replacement recently: the old value stays, unchanged
+        # (and is shown only to an agent that may see it).
         current = services.ledger.get_memory(user_id, target)
-        return SaveResult(status="unchanged", memory=memory_out(current))
+        shown = memory_out(current) if _sees(services, workspace, current) else None
+        return SaveResult(status="unchanged", memory=shown)
     # A pending candidate for the same change is the answer to a repeated save, too.
     return SaveResult(status="candidate_created", candidate=candidate_out(outcome.candidate))
 

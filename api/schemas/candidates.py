@@ -9,6 +9,7 @@ from uuid import UUID
 from pydantic import BaseModel, ConfigDict, Field
 
 from api.schemas.memories import Category, MemoryOut, ScopeType, WorkspaceType
+from api.schemas.text import Content
 
 __all__ = [
     "Candidate",
@@ -88,7 +89,7 @@ class CandidateAccept(BaseModel):
             ]
         },
     )
-    content: str | None = Field(default=None, min_length=1, max_length=4000)
+    content: Content | None = None
     category: Category | None = None
     scope_type: ScopeType | None = None
     workspace_type: WorkspaceType | None = Field(

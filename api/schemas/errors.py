@@ -42,6 +42,7 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     404: _error("not found, or another user's"),
     409: _error("revision_conflict (with current_revision) or key_exists (with memory_id)"),
     410: _error("the memory was forgotten (reason: forgotten)"),
+    413: _error("the request body is over the limit (MEMLEDGER_MAX_BODY_BYTES)"),
     422: _error("invalid input; reason sensitive_content for secrets"),
     500: _error("unexpected error: only the request id is returned"),
     503: _error("the ledger or projections are unavailable; retry"),

@@ -8,6 +8,8 @@ from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from api.schemas.text import Content, Key
+
 __all__ = [
     "Category",
     "LegacyMemory",
@@ -27,8 +29,8 @@ Category = Literal[
 ]
 WorkspaceType = Literal["learning", "teaching", "research"]
 ScopeType = Literal["global", "workspace"]
-Key = Field(min_length=1, max_length=200, examples=["explanation_preference"])
-Content = Field(min_length=1, max_length=4000, examples=["我更喜欢先看例子再看定义。"])
+_KEY = Field(examples=["explanation_preference"])
+_CONTENT = Field(examples=["我更喜欢先看例子再看定义。"])
 
 
 class _Strict(BaseModel):
@@ -81,8 +83,8 @@ class MemoryCreate(_Strict):
             ]
         },
     )
-    memory_key: str = Key
-    content: str = Content
+    memory_key: Key = _KEY
+    content: Content = _CONTENT
     category: Category
     scope_type: ScopeType
     workspace_type: WorkspaceType | None = None
@@ -98,7 +100,7 @@ class MemoryPatch(_Strict):
         json_schema_extra={"examples": [{"expected_revision": 1, "content": "Examples first."}]},
     )
     expected_revision: int = Field(ge=1)
-    content: str | None = Field(None, min_length=1, max_length=4000)
+    content: Content | None = None
     category: Category | None = None
     review_after: datetime | None = None
     expires_at: datetime | None = None
@@ -148,6 +150,6 @@ class LegacyMemory(_Strict):
             ]
         },
     )
-    memory_key: str = Key
-    content: str = Content
+    memory_key: Key = _KEY
+    content: Content = _CONTENT
     category: Category

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from api.schemas.candidates import Candidate
 from api.schemas.memories import Category, MemoryOut, ScopeType, WorkspaceType
+from api.schemas.text import Content, Identifier, Key, Query
 from retrieval.pipeline import DEFAULT_LIMIT, MAX_LIMIT
 
 __all__ = [
@@ -41,14 +42,10 @@ _SCOPE = Field(
     description="'global' (every workspace) or 'workspace' (only the current workspace)",
 )
 _KEY = Field(
-    min_length=1,
-    max_length=200,
     description="a short snake_case name of what is remembered",
     examples=["explanation_preference"],
 )
 _CONTENT = Field(
-    min_length=1,
-    max_length=4000,
     description="one small, self-contained statement; never secrets or credentials",
     examples=["我更喜欢先看例子再看定义。"],
 )
@@ -61,9 +58,7 @@ class _Body(BaseModel):
 class SearchBody(_Body):
     """search_core_memories."""
 
-    query: str = Field(
-        min_length=1,
-        max_length=500,
+    query: Query = Field(
         description="keywords or a short phrase about the long-term information needed",
     )
     category: Category | None = Field(None, description="only memories of this category")
@@ -81,8 +76,8 @@ class ListBody(_Body):
 class SaveBody(_Body):
     """save_core_memory."""
 
-    memory_key: str = _KEY
-    content: str = _CONTENT
+    memory_key: Key = _KEY
+    content: Content = _CONTENT
     category: Category
     scope_type: ScopeType = _SCOPE
 
@@ -91,9 +86,7 @@ class UpdateBody(_Body):
     """update_core_memory: give content, category or both."""
 
     memory_id: UUID = Field(description="the memory to correct (from search or list)")
-    content: str | None = Field(
-        None, min_length=1, max_length=4000, description="the corrected statement"
-    )
+    content: Content | None = Field(None, description="the corrected statement")
     category: Category | None = Field(None, description="the corrected category")
 
     @model_validator(mode="after")
@@ -112,12 +105,14 @@ class ForgetBody(_Body):
 class ProposeBody(_Body):
     """propose_core_memory."""
 
-    memory_key: str = _KEY
-    content: str = _CONTENT
+    memory_key: Key = _KEY
+    content: Content = _CONTENT
     category: Category
     scope_type: ScopeType = _SCOPE
-    source_conversation_id: str | None = Field(
-        None, min_length=1, max_length=200, description="the conversation it was inferred from"
+    source_conversation_id: Identifier | None = Field(
+        None,
+        description="the conversation it was inferred from (an id: ASCII letters, digits"
+        " and . _ : @ | + = ~ / -, starting with a letter or digit)",
     )
 
 
@@ -149,7 +144,11 @@ class ListResult(BaseModel):
 
 
 class SaveResult(BaseModel):
-    """save_core_memory result; a change the user rejected recently leaves it `unchanged`."""
+    """save_core_memory result; a change the user rejected recently leaves it `unchanged`.
+
+    `memory` is left out when the memory holding the key is one the agent may not see
+    (suppressed or expired): then a save answers like one with different content.
+    """
 
     status: Literal["created", "unchanged", "candidate_created"]
     memory: MemoryOut | None = None

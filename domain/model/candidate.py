@@ -10,6 +10,7 @@ from eventsourcing.domain import Aggregate
 
 from domain.errors import CandidateNotPending, InvalidInput
 from domain.model.events import REDACTED, PersonalData
+from domain.model.values import check_id
 
 __all__ = ["CANDIDATE_TTL", "OPERATIONS", "MemoryCandidate"]
 
@@ -113,6 +114,10 @@ class MemoryCandidate(Aggregate):
     @classmethod
     def new(cls, candidate_id: UUID, **fields: Any) -> MemoryCandidate:
         """Create a candidate under an id chosen beforehand (its data key is made first)."""
+        # Both are stored in clear (unsealed): a value a projection cannot store stalls it.
+        check_id("user_id", fields["user_id"])
+        if fields.get("source_conversation_id") is not None:
+            check_id("source_conversation_id", fields["source_conversation_id"])
         return cls._create(cls.Proposed, id=candidate_id, **fields)
 
     @staticmethod

@@ -13,7 +13,7 @@ from eventsourcing.utils import get_topic
 from domain.errors import InvalidInput, MemoryForgotten, RevisionConflict
 from domain.model.events import PersonalData
 from domain.model.text import normalise_content
-from domain.model.values import Scope
+from domain.model.values import Scope, check_id
 
 __all__ = ["Memory", "Version"]
 
@@ -199,6 +199,7 @@ class Memory(Aggregate):
         # same event class, constructor and `mutate` make the same event and aggregate.
         if not isinstance(memory_id, UUID):
             raise TypeError(f"Given id was not a UUID: {memory_id!r}")
+        check_id("user_id", fields["user_id"])  # stored in clear on every event
         event_class: Any = cls.Created  # mypy sees the library's Created here
         created = event_class(
             originator_topic=get_topic(cls),

@@ -7,6 +7,8 @@ from uuid import NAMESPACE_URL, UUID, uuid5
 
 from eventsourcing.domain import Aggregate
 
+from domain.model.values import check_id
+
 __all__ = ["MemorySettings", "settings_id"]
 
 _NAMESPACE: Final = uuid5(NAMESPACE_URL, "memledger:settings")
@@ -70,6 +72,7 @@ class MemorySettings(Aggregate):
         self, *, saved_memory_enabled: bool | None, auto_extract_enabled: bool | None
     ) -> bool:
         """Apply the given switches; False when nothing changes."""
+        check_id("user_id", self.user_id)  # stored in clear (erasing an odd legacy id still works)
         saved = self.saved_memory_enabled if saved_memory_enabled is None else saved_memory_enabled
         auto = self.auto_extract_enabled if auto_extract_enabled is None else auto_extract_enabled
         if (saved, auto) == (self.saved_memory_enabled, self.auto_extract_enabled):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Final
@@ -13,7 +14,9 @@ from domain.model.text import clean_content, is_valid_key, normalise_key
 __all__ = [
     "CATEGORIES",
     "CHANGED_VIA",
+    "ID_PATTERN",
     "MAX_CONTENT_CHARS",
+    "MAX_ID_CHARS",
     "MAX_KEY_CHARS",
     "SOURCE_TYPES",
     "WORKSPACES",
@@ -21,6 +24,7 @@ __all__ = [
     "check_category",
     "check_changed_via",
     "check_content",
+    "check_id",
     "check_key",
     "check_time",
 ]
@@ -40,6 +44,12 @@ SOURCE_TYPES: Final = ("explicit", "confirmed")
 CHANGED_VIA: Final = ("user_api", "agent_tool", "candidate", "migration")
 MAX_CONTENT_CHARS: Final = 1000
 MAX_KEY_CHARS: Final = 64
+MAX_ID_CHARS: Final = 200
+ID_PATTERN: Final = r"^[A-Za-z0-9][A-Za-z0-9._:@|+=~/-]{0,199}$"
+"""Identifiers stored in clear (a token's `sub`, a conversation id): 1 to 200 ASCII letters,
+digits and `. _ : @ | + = ~ / -`, starting with a letter or digit. No spaces, no control
+characters, nothing a database, a log line or a terminal could read differently."""
+_ID: Final = re.compile(ID_PATTERN)
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +99,17 @@ def check_key(key: str) -> str:
         raise InvalidInput("memory_key", "may hold only letters, digits and '_'")
     _refuse_secrets("memory_key", key)
     return normalised
+
+
+def check_id(field: str, value: str) -> str:
+    """Return an identifier matching ID_PATTERN (user ids, conversation ids), or raise."""
+    if not isinstance(value, str) or _ID.fullmatch(value) is None:
+        raise InvalidInput(
+            field,
+            f"must be 1 to {MAX_ID_CHARS} characters: ASCII letters, digits and . _ : @ | + = ~ / -"
+            ", starting with a letter or digit",
+        )
+    return value
 
 
 def check_content(content: str) -> str:
