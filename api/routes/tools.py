@@ -332,7 +332,7 @@ def _visible_memory(
     return memory
 
 
-def _sees(services: Services, workspace: str, memory: MemoryView | dict[str, Any]) -> bool:
+def _sees(services: Services, workspace: str, memory: MemoryState | dict[str, Any]) -> bool:
     """True when an agent in `workspace` may see this memory: active, unexpired, in scope."""
     fields = ("scope_type", "workspace_type", "status", "expires_at")
     scope_type, workspace_type, status, expires_at = (
