@@ -30,8 +30,8 @@ from datetime import datetime
 from typing import Final
 
 from domain.ledger.access import AccessEntry, AccessHit, denial_entry, result_entries
-from domain.ledger.correlation import current_request_id
 from domain.ledger.ledger import MemoryLedger
+from domain.ledger.sealing import current_request_id
 
 __all__ = ["AccessLog"]
 

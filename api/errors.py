@@ -24,7 +24,7 @@ from domain.errors import (
     RevisionConflict,
     SensitiveContent,
 )
-from domain.ledger.correlation import current_request_id
+from domain.ledger.sealing import current_request_id
 from projections.reads import InvalidCursor
 
 __all__ = ["install_error_handlers"]

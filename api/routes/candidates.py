@@ -17,7 +17,7 @@ from api.schemas.candidates import (
     candidate_out,
 )
 from api.schemas.memories import memory_out
-from domain.ledger.arguments import UNSET
+from domain.model.values import UNSET
 
 __all__ = ["router"]
 

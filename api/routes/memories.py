@@ -22,8 +22,7 @@ from api.schemas.memories import (
 )
 from api.schemas.text import CURSOR_PATTERN
 from domain.errors import MemoryForgotten, NotFound
-from domain.ledger.arguments import UNSET
-from domain.model.values import Scope
+from domain.model.values import UNSET, Scope
 from projections.reads import Reads
 
 __all__ = ["router"]

@@ -60,8 +60,8 @@ from api.schemas.tools import (
 from domain import policy
 from domain.errors import KeyExists, MemoryForgotten, NotFound, PolicyDenied
 from domain.ledger.access import AccessHit
-from domain.ledger.correlation import current_request_id
 from domain.ledger.results import MemoryState, Outcome
+from domain.ledger.sealing import current_request_id
 from domain.model.text import normalise_content
 from domain.model.values import Scope, check_category, check_content, check_key
 from domain.model.workspace_rules import check_workspace_content

@@ -8,14 +8,13 @@ from typing import Any, Final
 from uuid import UUID, uuid4
 
 from domain.errors import CandidateNotPending, InvalidInput, RevisionConflict
-from domain.ledger.arguments import UNSET
 from domain.ledger.memories import MemoryCommands
 from domain.ledger.persistence.tables import Fingerprint
 from domain.ledger.results import CandidateState, MemoryState, Outcome
 from domain.ledger.retries import retrying
 from domain.model.candidate import CANDIDATE_TTL, MemoryCandidate
 from domain.model.memory import Memory
-from domain.model.values import Scope, check_category, check_content, check_key
+from domain.model.values import UNSET, Scope, check_category, check_content, check_key
 from domain.model.workspace_rules import check_workspace_content
 
 __all__ = ["REJECTION_MEMORY", "CandidateCommands"]

@@ -16,8 +16,11 @@ from domain.ledger.keyring import MasterKeyring
 from domain.ledger.persistence.key_table import KeyTable
 from domain.ledger.persistence.reads import Connections
 from domain.ledger.persistence.tables import NewDataKey
+from domain.ledger.retries import Retry
+from domain.model.text import normalise_content
+from domain.model.values import Scope
 
-__all__ = ["DataKeyStore", "user_key_id"]
+__all__ = ["DataKeyStore", "KeyedHashes", "user_key_id"]
 
 _USER_KEYS: Final = uuid5(NAMESPACE_URL, "memledger:user-key")
 _MISSING: Final = b""
@@ -211,3 +214,38 @@ class DataKeyStore:
         self._cache.move_to_end(key_id)
         while len(self._cache) > self._size:
             self._cache.popitem(last=False)
+
+
+class KeyedHashes:
+    """Content hashes under a memory's key; claims and proposal prints under the user's key."""
+
+    def __init__(self, keys: DataKeyStore) -> None:
+        self.keys = keys
+
+    def content(self, key_id: UUID, content: str) -> str:
+        """Keyed hash of normalised content; uncheckable once the memory's key is shredded.
+
+        Raises Retry when the key is gone (forgotten since the memory was loaded): the command
+        reloads the memory and sees it forgotten.
+        """
+        key = self.keys.get(key_id)
+        if key is None:
+            raise Retry(f"the data key of {key_id} is gone")
+        return self.keys.keyed_hash(key, "content", normalise_content(content))
+
+    def claim(self, user_id: str, scope: Scope, memory_key: str) -> str:
+        """Keyed hash of (scope, key) under the user's key: reveals no key in clear."""
+        return self.keys.keyed_hash(self.keys.user_key(user_id), "claim", scope.label(), memory_key)
+
+    def proposal(
+        self, user_id: str, scope: Scope, memory_key: str, content: str, category: str
+    ) -> str:
+        """Keyed fingerprint of a normalised proposal, for recognising it without its text."""
+        return self.keys.keyed_hash(
+            self.keys.user_key(user_id),
+            "proposal",
+            scope.label(),
+            memory_key,
+            normalise_content(content),
+            category,
+        )

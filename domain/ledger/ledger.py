@@ -24,9 +24,8 @@ from eventsourcing.utils import Environment, get_topic
 from domain.ledger.access import AccessLog
 from domain.ledger.candidates import CandidateCommands
 from domain.ledger.forgetting import Forgetting
-from domain.ledger.hashes import KeyedHashes
 from domain.ledger.keyring import MasterKeyring
-from domain.ledger.keystore import DataKeyStore
+from domain.ledger.keystore import DataKeyStore, KeyedHashes
 from domain.ledger.memories import MemoryCommands
 from domain.ledger.persistence.factory import LedgerFactory
 from domain.ledger.persistence.lookups import Lookups

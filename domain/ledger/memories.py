@@ -8,7 +8,6 @@ from typing import Any
 from uuid import UUID, uuid4
 
 from domain.errors import InvalidInput, KeyExists
-from domain.ledger.arguments import UNSET, check_origin
 from domain.ledger.persistence.tables import Claim, NewDataKey
 from domain.ledger.results import MemoryState, Outcome
 from domain.ledger.retries import ClaimTaken, retrying
@@ -16,11 +15,13 @@ from domain.ledger.store import AggregateStore
 from domain.model.memory import Memory
 from domain.model.values import (
     SOURCE_TYPES,
+    UNSET,
     Scope,
     check_category,
     check_changed_via,
     check_content,
     check_key,
+    check_origin,
     check_time,
 )
 from domain.model.workspace_rules import check_workspace_content

@@ -12,7 +12,9 @@ gone, every personal field reads as REDACTED instead of raising.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any, Final, Protocol, cast
 from uuid import UUID
 
@@ -26,11 +28,28 @@ from eventsourcing.persistence import (
 )
 from eventsourcing.utils import get_topic, resolve_topic
 
-from domain.ledger.correlation import current_request_id
 from domain.ledger.persistence import codec
 from domain.model.events import REDACTED, personal_fields
 
-__all__ = ["DataKeys", "MissingDataKey", "SealingMapper"]
+__all__ = ["DataKeys", "MissingDataKey", "SealingMapper", "correlated", "current_request_id"]
+
+_REQUEST_ID: ContextVar[str | None] = ContextVar("memledger_request_id", default=None)
+
+
+def current_request_id() -> str | None:
+    """The request id set by the innermost `correlated` block, if any."""
+    return _REQUEST_ID.get()
+
+
+@contextmanager
+def correlated(request_id: str | None) -> Iterator[None]:
+    """Tag every event saved inside this block with `request_id` (stored in clear)."""
+    token = _REQUEST_ID.set(request_id)
+    try:
+        yield
+    finally:
+        _REQUEST_ID.reset(token)
+
 
 _MAGIC: Final = b"MLS1"
 _NONCE: Final = 12

@@ -10,9 +10,8 @@ from eventsourcing.application import AggregateNotFoundError, Application
 from eventsourcing.persistence import IntegrityError, PersistenceError
 
 from domain.errors import LedgerUnavailable, MemoryForgotten, NotFound
-from domain.ledger.hashes import KeyedHashes
-from domain.ledger.keystore import DataKeyStore
-from domain.ledger.persistence import saving
+from domain.ledger.keystore import DataKeyStore, KeyedHashes
+from domain.ledger.persistence import recorder
 from domain.ledger.persistence.lookups import Lookups
 from domain.ledger.persistence.tables import NewDataKey
 from domain.ledger.retries import ClaimTaken, Retry
@@ -100,12 +99,12 @@ class AggregateStore:
     ) -> int | None:
         """Save aggregates and side-table rows atomically; returns the last position."""
         try:
-            position = saving.record(
+            position = recorder.record(
                 self._application, aggregates, {"new_keys": new_keys, **changes}
             )
         except IntegrityError as error:
             self.keys.discard(new_keys)
-            if saving.lost_claim(error):
+            if recorder.lost_claim(error):
                 raise ClaimTaken("key claimed concurrently") from error
             raise Retry("aggregate changed concurrently") from error
         except PersistenceError as error:

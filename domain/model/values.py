@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Final
+from typing import Any, Final
 
 from domain.errors import InvalidInput, SensitiveContent
 from domain.model.sensitive import find_sensitive
@@ -19,6 +20,7 @@ __all__ = [
     "MAX_ID_CHARS",
     "MAX_KEY_CHARS",
     "SOURCE_TYPES",
+    "UNSET",
     "WORKSPACES",
     "Scope",
     "check_category",
@@ -26,6 +28,7 @@ __all__ = [
     "check_content",
     "check_id",
     "check_key",
+    "check_origin",
     "check_time",
 ]
 
@@ -155,3 +158,24 @@ def _refuse_secrets(field: str, text: str) -> None:
     match = find_sensitive(text)
     if match is not None:
         raise SensitiveContent(field, match.kind, match.description)
+
+
+UNSET: Final[Any] = object()
+"""Marks an optional command argument the caller did not give (None means 'clear it')."""
+
+_MAX_ORIGIN_ITEMS: Final = 16
+_MAX_ORIGIN_CHARS: Final = 200
+
+
+def check_origin(origin: Mapping[str, str] | None) -> dict[str, str] | None:
+    """A small dict of short strings (stored in clear: never content, keys or names)."""
+    if origin is None:
+        return None
+    if len(origin) > _MAX_ORIGIN_ITEMS:
+        raise InvalidInput("origin", f"must have at most {_MAX_ORIGIN_ITEMS} items")
+    for name, value in origin.items():
+        if not isinstance(name, str) or not isinstance(value, str):
+            raise InvalidInput("origin", "names and values must be strings")
+        if not name or len(name) > 64 or len(value) > _MAX_ORIGIN_CHARS:
+            raise InvalidInput("origin", "names and values must be short")
+    return dict(origin)

@@ -18,8 +18,8 @@ from psycopg import sql
 from api.access_log import AccessLog
 from domain.errors import InvalidInput, LedgerUnavailable
 from domain.ledger.access import AccessEntry, AccessHit, denial_entry, result_entries
-from domain.ledger.correlation import correlated
 from domain.ledger.ledger import MemoryLedger
+from domain.ledger.sealing import correlated
 from domain.model.access import AccessRecord
 from domain.model.values import Scope
 from projections.tables import Tables

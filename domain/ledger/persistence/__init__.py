@@ -3,11 +3,11 @@ eventsourcing.postgres or any library's internals (import-linter enforces the im
 
     factory     LedgerFactory: eventsourcing's PostgresFactory with a LIFO pool and a session lock
                 timeout (MemoryLedger names it in its env: PERSISTENCE_MODULE)
-    recorder    LedgerRecorder: writes events and side-table rows in one transaction
+    recorder    LedgerRecorder: writes events and side-table rows in one transaction;
+                `record`: a save past Application.save; `lost_claim`: which constraint failed
     pipeline    one write as one libpq pipeline of prepared statements
-    checkout    a save's connection taken straight from the pool
-    pool        LIFO connection pools (the ledger's and the API's read pool)
-    saving      `record`: a save past Application.save; `lost_claim`: which constraint failed
+    pool        LIFO connection pools (the ledger's and the API's read pool) and a save's
+                connection taken straight from the pool (`with_connection`)
     tables      the side tables' DDL and the rows a save writes (NewDataKey, Claim, Fingerprint)
     key_table   the data-key table's SQL (DataKeyStore, in domain/ledger/keystore.py, caches)
     lookups     claim and fingerprint look-ups made before a write
@@ -40,7 +40,7 @@ Library internals relied on, each with the test that pins it (tests/domain/ledge
   test_write_pipeline.py::test_parameters_are_dumped_by_the_declared_types,
   test_write_pipeline.py::test_a_parameter_that_cannot_be_dumped_fails_the_write_without_hanging.
 - PostgresDatastore.get_connection bypassed by `getconn`/`putconn`, with its error mapping
-  copied (checkout):
+  copied (pool.with_connection):
   test_ledger_checkout.py::test_the_connection_goes_back_to_the_pool_after_the_work,
   test_ledger_checkout.py::test_psycopg_errors_are_raised_as_the_library_maps_them,
   test_ledger_checkout.py::test_a_connection_broken_during_the_work_is_discarded_not_reused,
@@ -53,11 +53,11 @@ Library internals relied on, each with the test that pins it (tests/domain/ledge
   test_ledger_faults.py::test_a_save_blocked_on_the_events_lock_gives_up_and_its_retry_writes_once.
 - Application.save bypassed: `repository.cache`, `snapshots`, `mapper.to_stored_event`,
   `collect_events` and `recorder.insert_events(**kwargs)`, whose library path passes `tracking`
-  (saving):
+  (recorder.record):
   test_saving.py::test_the_bypass_and_the_librarys_save_write_the_same_events_and_rows,
   test_saving.py::test_with_an_aggregate_cache_the_librarys_save_runs_and_keeps_the_cache.
 - psycopg's `Diagnostic.constraint_name`, reached through the `__cause__` the library chains to
-  its IntegrityError (saving.lost_claim):
+  its IntegrityError (recorder.lost_claim):
   test_ledger_concurrency.py::test_twenty_creates_of_the_same_key_make_one_memory.
 - CPython's `json.encoder.c_make_encoder` (positional signature) and the JSONTranscoder's
   `encoder` attribute (codec.encoder):

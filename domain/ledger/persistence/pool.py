@@ -7,13 +7,16 @@ measured: docs/ledger.md.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Final, TypeVar
 
+import psycopg
 import psycopg_pool
-from eventsourcing.postgres import ConnectionPool
+from eventsourcing import persistence
+from eventsourcing.postgres import ConnectionPool, PostgresDatastore
 from psycopg_pool import PoolTimeout, TooManyRequests
 
-__all__ = ["LifoConnectionPool", "LifoReadPool", "use_lifo"]
+__all__ = ["LifoConnectionPool", "LifoReadPool", "use_lifo", "with_connection"]
 
 
 def _get_ready_lifo(self: Any, timeout: float | None) -> Any:
@@ -54,3 +57,48 @@ def use_lifo(pool: ConnectionPool[Any]) -> None:
     """
     if type(pool) is ConnectionPool:
         pool.__class__ = LifoConnectionPool
+
+
+T = TypeVar("T")
+
+# In the order of the library's own mapping (PostgresDatastore.get_connection).
+_MAPPING: Final[tuple[tuple[type[psycopg.Error], type[persistence.PersistenceError]], ...]] = (
+    (psycopg.InterfaceError, persistence.InterfaceError),
+    (psycopg.OperationalError, persistence.OperationalError),
+    (psycopg.DataError, persistence.DataError),
+    (psycopg.IntegrityError, persistence.IntegrityError),
+    (psycopg.InternalError, persistence.InternalError),
+    (psycopg.ProgrammingError, persistence.ProgrammingError),
+    (psycopg.NotSupportedError, persistence.NotSupportedError),
+    (psycopg.DatabaseError, persistence.DatabaseError),
+)
+
+
+def with_connection(
+    datastore: PostgresDatastore, work: Callable[[psycopg.Connection[Any]], T]
+) -> T:
+    """`work` run on a pooled connection; psycopg errors raised as persistence errors."""
+    pool = datastore.pool
+    if pool.closed:
+        with datastore.get_connection() as conn:
+            return work(conn)
+    try:
+        # A PoolTimeout (or TooManyRequests) is a psycopg OperationalError: mapped like the
+        # library's, so the recorder's retry meets it and the ledger answers LedgerUnavailable.
+        conn = pool.getconn()
+    except psycopg.Error as e:
+        raise persistence_error(e) from e
+    try:
+        return work(conn)
+    except psycopg.Error as e:
+        raise persistence_error(e) from e
+    finally:
+        pool.putconn(conn)
+
+
+def persistence_error(e: psycopg.Error) -> persistence.PersistenceError:
+    """The library's persistence error for a psycopg error, with the same message."""
+    for source, target in _MAPPING:
+        if isinstance(e, source):
+            return target(str(e))
+    return persistence.PersistenceError(str(e))

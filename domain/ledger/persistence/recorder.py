@@ -7,11 +7,13 @@ without its events, and a tombstone never without the key's destruction.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 from uuid import UUID
 
+from eventsourcing.application import Application
 from eventsourcing.persistence import (
+    IntegrityError,
     InterfaceError,
     OperationalError,
     ProgrammingError,
@@ -22,8 +24,8 @@ from eventsourcing.utils import retry
 from psycopg.sql import SQL, Composable, Identifier
 
 from domain.ledger.persistence import pipeline
-from domain.ledger.persistence.checkout import with_connection
 from domain.ledger.persistence.pipeline import Statement, oid
+from domain.ledger.persistence.pool import with_connection
 from domain.ledger.persistence.reads import render
 from domain.ledger.persistence.tables import (
     DATA_KEYS,
@@ -36,7 +38,7 @@ from domain.ledger.persistence.tables import (
     table,
 )
 
-__all__ = ["LedgerRecorder", "Transaction"]
+__all__ = ["LedgerRecorder", "Transaction", "lost_claim", "record"]
 
 
 class Transaction:
@@ -220,3 +222,28 @@ class LedgerRecorder(PostgresApplicationRecorder):
             msg = f"got {len(ids)} notification ids for {len(stored_events)} events"
             raise ProgrammingError(msg)
         return ids
+
+
+def record(
+    application: Application[UUID], aggregates: Sequence[Any], changes: Mapping[str, Any]
+) -> int | None:
+    """Map the aggregates' pending events and insert them with the changes; the position.
+
+    The library's `save` does the same through ProcessingEvent, Recording and Notification
+    objects and its notify hooks, none of which the ledger uses; this path writes the very same
+    stored events (same mapper, topics and format). With an aggregate cache or snapshots
+    configured, the library's path runs instead (it keeps them up to date).
+    """
+    if application.repository.cache is not None or application.snapshots is not None:
+        recordings = application.save(*aggregates, **changes)
+        return recordings[-1].notification.id if recordings else None
+    to_stored = application.mapper.to_stored_event
+    stored = [to_stored(event) for a in aggregates for event in a.collect_events()]
+    ids = application.recorder.insert_events(stored, **changes)
+    return ids[-1] if ids else None
+
+
+def lost_claim(error: IntegrityError) -> bool:
+    """True when the save failed on the key-claim table (psycopg's diagnostics name it)."""
+    constraint = getattr(getattr(error.__cause__, "diag", None), "constraint_name", "")
+    return bool(constraint) and KEY_CLAIMS in constraint

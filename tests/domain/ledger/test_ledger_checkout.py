@@ -10,7 +10,7 @@ import pytest
 from eventsourcing import persistence
 
 from domain.ledger.ledger import MemoryLedger
-from domain.ledger.persistence.checkout import with_connection
+from domain.ledger.persistence.pool import with_connection
 
 
 def _datastore(make_ledger: Callable[..., MemoryLedger]) -> Any:

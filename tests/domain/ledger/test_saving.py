@@ -10,7 +10,7 @@ from api.bootstrap import postgres_env
 from api.settings import Settings
 from domain.ledger.keyring import MasterKeyring
 from domain.ledger.ledger import MemoryLedger
-from domain.ledger.persistence import saving
+from domain.ledger.persistence import recorder
 from domain.model.memory import Memory
 from domain.model.values import Scope
 
@@ -32,7 +32,7 @@ def test_the_bypass_and_the_librarys_save_write_the_same_events_and_rows(
     ledger: MemoryLedger,
 ) -> None:
     bypassed, changes = new_memory(ledger, "style")
-    by_bypass = saving.record(ledger, [bypassed], changes)
+    by_bypass = recorder.record(ledger, [bypassed], changes)
     ledger.keys.unstage(changes["new_keys"])
     saved, changes = new_memory(ledger, "tone")
     recordings = ledger.save(saved, **changes)  # the library's path, same recorder hook

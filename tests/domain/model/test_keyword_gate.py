@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from domain.model.keyword_gate import KeywordGate
+from domain.model.sensitive import KeywordGate
 
 WORDS = ("pw", "pwd", "pass", "otp", "pin", "token", "ken", "code", "密码", "码")
 
