@@ -12,7 +12,7 @@ from fastapi.routing import iter_route_contexts
 from starlette.exceptions import HTTPException
 from starlette.routing import compile_path
 
-from api.auth import InvalidToken
+from api.deps import InvalidToken
 from domain.errors import (
     CandidateNotPending,
     InvalidInput,

@@ -38,8 +38,7 @@ from domain.errors import (
     SensitiveContent,
 )
 from domain.ledger.ledger import MemoryLedger
-from domain.model.text import normalise_content
-from domain.model.values import Scope
+from domain.model.values import Scope, normalise_content
 from migration.plan import PlannedRow, Skip
 
 __all__ = ["ImportResult", "UserTally", "run_import"]

@@ -33,13 +33,13 @@ from typing import Any, Final
 
 from domain.errors import InvalidInput, SensitiveContent
 from domain.model.sensitive import find_sensitive
-from domain.model.text import clean_content
 from domain.model.values import (
     CATEGORIES,
     MAX_CONTENT_CHARS,
     check_category,
     check_content,
     check_key,
+    clean_content,
 )
 from migration.legacy import LegacyRow
 

@@ -26,8 +26,7 @@ from uuid import UUID
 from domain.errors import DomainError, InvalidInput, KeyExists
 from domain.ledger.ledger import MemoryLedger
 from domain.ledger.results import MemoryState
-from domain.model.text import normalise_content
-from domain.model.values import Scope
+from domain.model.values import Scope, normalise_content
 from migration.takeout import Export
 
 __all__ = ["ImportSummary", "import_records"]

@@ -20,9 +20,8 @@ from typing import Final
 
 import numpy as np
 
-from domain.model.text import normalise_content
-from retrieval.vectors.embedder import Vectors, normalised
-from retrieval.vectors.service import EmbeddingService
+from domain.model.values import normalise_content
+from retrieval.vectors.service import EmbeddingService, Vectors, normalised
 
 __all__ = ["CHINESE", "ENGLISH", "TOP_K", "Background", "is_cjk"]
 

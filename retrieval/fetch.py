@@ -41,9 +41,7 @@ from projections.views.search_terms import SEP
 from projections.views.terms import document_terms
 from retrieval.fetch_sql import KEY, PHRASE, REST, Stage, Statements, statements
 from retrieval.lexical import MIN_MATCHED, judge
-from retrieval.pipeline import MAX_LIMIT
-from retrieval.query import Query
-from retrieval.rows import SearchRow
+from retrieval.query import MAX_LIMIT, Query, SearchRow
 
 __all__ = ["SLACK", "fetch_rows", "fetch_search_rows", "levels"]
 

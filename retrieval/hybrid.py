@@ -44,10 +44,8 @@ from projections.reads import Reads
 from retrieval.calibration import Background, is_cjk
 from retrieval.glossary import Evidence, Glossary, shared_glossary
 from retrieval.lexical import LexicalRanker
-from retrieval.query import Query
-from retrieval.rows import Ranker, Scored, SearchRow, terms_of
-from retrieval.vectors.embedder import Vectors
-from retrieval.vectors.service import EmbeddingService
+from retrieval.query import Query, Ranker, Scored, SearchRow, terms_of
+from retrieval.vectors.service import EmbeddingService, Vectors
 from retrieval.vectors.store import Similarities, VectorReads
 
 __all__ = [

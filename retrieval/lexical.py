@@ -22,10 +22,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final
 
-from domain.model.text import normalise_content
+from domain.model.values import normalise_content
 from projections.views.terms import STRONG, document_terms, word_char
-from retrieval.query import Query
-from retrieval.rows import Scored, SearchRow, terms_of
+from retrieval.query import Query, Scored, SearchRow, terms_of
 
 __all__ = ["MIN_MATCHED", "Judgement", "LexicalRanker", "has_phrase", "judge"]
 

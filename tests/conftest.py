@@ -14,9 +14,8 @@ from fastapi.testclient import TestClient
 from psycopg_pool import ConnectionPool
 
 from api.app import create_app
-from api.auth import mint_token
 from api.bootstrap import postgres_env
-from api.deps import Services
+from api.deps import Services, mint_token
 from api.embedded import ensure_schema, start_embedded_postgres
 from api.metrics import Metrics
 from api.settings import Settings

@@ -6,7 +6,7 @@ from datetime import datetime
 from typing import Any
 from uuid import uuid4
 
-from retrieval.rows import SearchRow
+from retrieval.query import SearchRow
 
 
 def search_row(

@@ -33,8 +33,8 @@ def token(
     """Print a signed HS256 bearer token (stdout: the token only) for development and tests."""
     from datetime import timedelta
 
-    from api.auth import MODES, mint_token
     from api.bootstrap import jwt_secret
+    from api.deps import MODES, mint_token
     from domain.ledger.keyring import KeyringError
 
     workspaces = ("learning", "teaching", "research")

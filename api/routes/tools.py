@@ -36,8 +36,7 @@ from uuid import UUID
 
 from fastapi import APIRouter
 
-from api.auth import Identity
-from api.deps import CurrentIdentity, FreshReads, Services, ServicesDep
+from api.deps import CurrentIdentity, FreshReads, Identity, Services, ServicesDep
 from api.schemas.candidates import candidate_out
 from api.schemas.memories import memory_out
 from api.schemas.tools import (
@@ -62,12 +61,11 @@ from domain.errors import KeyExists, MemoryForgotten, NotFound, PolicyDenied
 from domain.ledger.access import AccessHit
 from domain.ledger.results import MemoryState, Outcome
 from domain.ledger.sealing import current_request_id
-from domain.model.text import normalise_content
-from domain.model.values import Scope, check_category, check_content, check_key
+from domain.model.values import Scope, check_category, check_content, check_key, normalise_content
 from domain.model.workspace_rules import check_workspace_content
 from projections.reads import Reads
 from retrieval.hybrid import HybridSource
-from retrieval.rows import due_for_review
+from retrieval.query import due_for_review
 from retrieval.search import MemorySearch
 from retrieval.visibility import retrievable
 

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from api.schemas.candidates import Candidate
 from api.schemas.memories import Category, MemoryOut, ScopeType, WorkspaceType
 from api.schemas.text import Content, Identifier, Key, Query
-from retrieval.pipeline import DEFAULT_LIMIT, MAX_LIMIT
+from retrieval.search import DEFAULT_LIMIT, MAX_LIMIT
 
 __all__ = [
     "TOOL_BODIES",

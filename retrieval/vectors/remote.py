@@ -14,7 +14,7 @@ import urllib.request
 from collections.abc import Sequence
 from typing import Any
 
-from retrieval.vectors.embedder import EmbedderError, Vectors, normalised
+from retrieval.vectors.service import EmbedderError, Vectors, normalised
 
 __all__ = ["OpenAIEmbedder"]
 

@@ -17,13 +17,54 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, Protocol
 
-from domain.model.text import normalise_content
-from retrieval.vectors.embedder import Embedder, EmbedderError, Vectors
+import numpy as np
+import numpy.typing as npt
+
+from domain.model.values import normalise_content
+from projections.views.embeddings import DTYPE, Vectors, from_bytes, passage_text, to_bytes
 from retrieval.vectors.matrix_cache import DEFAULT_MAX_BYTES, MatrixCache
 
-__all__ = ["EmbeddingService", "EmbeddingState"]
+__all__ = [
+    "DTYPE",
+    "Embedder",
+    "EmbedderError",
+    "EmbeddingService",
+    "EmbeddingState",
+    "Vectors",
+    "from_bytes",
+    "normalised",
+    "passage_text",
+    "to_bytes",
+]
+
+
+class EmbedderError(RuntimeError):
+    """The embedder cannot be loaded or did not answer; search falls back to lexical."""
+
+
+class Embedder(Protocol):
+    """Turns text into unit vectors; deterministic for equal input (a rebuild compares rows)."""
+
+    model_id: str
+    """Names the vector space: vectors of different `model_id`s are never compared."""
+
+    def passages(self, texts: Sequence[str]) -> Vectors:
+        """One unit vector per memory text, shape (len(texts), dim)."""
+        ...
+
+    def query(self, text: str) -> Vectors:
+        """The unit vector of a search query, shape (dim,)."""
+        ...
+
+
+def normalised(matrix: npt.ArrayLike) -> Vectors:
+    """Rows scaled to unit length (a zero row stays zero), as float32."""
+    array = np.asarray(matrix, dtype=DTYPE)
+    norms = np.linalg.norm(array, axis=-1, keepdims=True)
+    return np.divide(array, norms, out=np.zeros_like(array), where=norms > 0)
+
 
 _log = logging.getLogger(__name__)
 DEFAULT_QUERY_CACHE: Final = 2048

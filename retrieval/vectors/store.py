@@ -30,9 +30,9 @@ from projections.reads import Reads
 from projections.tables import Tables
 from projections.views.search_terms import COLUMNS as SEARCH_COLUMNS
 from projections.views.search_terms import SEP
-from retrieval.vectors.embedder import Vectors
 from retrieval.vectors.matrix import UserVectors, load_user_vectors, read_vector_key
 from retrieval.vectors.matrix_cache import MatrixCache
+from retrieval.vectors.service import Vectors
 
 __all__ = ["Similar", "Similarities", "VectorReads"]
 

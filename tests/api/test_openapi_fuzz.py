@@ -19,8 +19,7 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from api.app import create_app
-from api.auth import mint_token
-from api.deps import Services
+from api.deps import Services, mint_token
 
 JWT_SECRET = "test-secret-of-at-least-32-bytes-long!"  # as in tests/conftest.py
 EXAMPLES = int(os.environ.get("MEMLEDGER_FUZZ_EXAMPLES", "8"))

@@ -9,9 +9,9 @@ import jwt
 import pytest
 from typer.testing import CliRunner
 
-from api.auth import verify_token
 from api.bootstrap import jwt_secret
 from api.cli import app
+from api.deps import verify_token
 from api.settings import Settings
 
 SECRET = "cli-test-secret-of-at-least-32-bytes!!"

@@ -17,9 +17,8 @@ import httpx2
 import pytest
 
 from api.app import create_app
-from api.auth import mint_token
 from api.console import ASSETS, console_link
-from api.deps import Services
+from api.deps import Services, mint_token
 from tests.conftest import JWT_SECRET
 from tests.e2e.console_harness import chromium_available, launch_chromium, serving
 

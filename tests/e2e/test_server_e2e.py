@@ -21,7 +21,7 @@ from typing import Any
 import httpx2
 import pytest
 
-from api.auth import mint_token
+from api.deps import mint_token
 
 pytestmark = pytest.mark.integration
 

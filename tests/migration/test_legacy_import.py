@@ -26,8 +26,7 @@ from psycopg import sql
 from domain.ledger.ledger import MemoryLedger
 from domain.ledger.sealing import _aad
 from domain.model.memory import Memory
-from domain.model.text import normalise_content
-from domain.model.values import Scope
+from domain.model.values import Scope, normalise_content
 from migration.migrate import LegacyRun, migrate_legacy
 from projections.tables import Tables
 from projections.worker import ProjectionWorker

@@ -25,8 +25,7 @@ from psycopg import sql
 
 from domain.ledger.ledger import MemoryLedger
 from domain.model.events import REDACTED
-from domain.model.text import normalise_content
-from domain.model.values import Scope
+from domain.model.values import Scope, normalise_content
 from projections.envelope import Envelope, decode_batch
 from projections.rebuild import _replay, rebuild
 from projections.registry import all_projections

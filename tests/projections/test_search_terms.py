@@ -15,9 +15,8 @@ from projections.tables import Tables
 from projections.views.terms import index_terms
 from projections.worker import ProjectionWorker
 from retrieval.fetch import fetch_rows
-from retrieval.pipeline import search
-from retrieval.query import Query
-from retrieval.rows import SearchRow
+from retrieval.query import Query, SearchRow
+from retrieval.search import search
 
 LEARNING = Scope.workspace("learning")
 

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from domain.model.text import normalise_content
+from domain.model.values import normalise_content
 from projections.views import terms as search
 from projections.views.terms import document_terms, index_terms, key_terms
 

@@ -10,14 +10,12 @@ from uuid import UUID, uuid4
 import numpy as np
 import pytest
 
-from domain.model.text import normalise_content
+from domain.model.values import normalise_content
 from retrieval.calibration import CHINESE, ENGLISH, TOP_K, Background, is_cjk
 from retrieval.hybrid import MIN_RELEVANCE, HybridRanker, relevance
 from retrieval.lexical import LexicalRanker
-from retrieval.query import Query
-from retrieval.rows import SearchRow
-from retrieval.vectors.embedder import Vectors, normalised
-from retrieval.vectors.service import EmbeddingService
+from retrieval.query import Query, SearchRow
+from retrieval.vectors.service import EmbeddingService, Vectors, normalised
 from tests.search_rows import search_row
 
 NOW = datetime(2026, 11, 30, tzinfo=UTC)

@@ -14,9 +14,8 @@ from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
 from api.app import create_app
-from api.auth import mint_token
 from api.cli import app as cli
-from api.deps import Services
+from api.deps import Services, mint_token
 from api.metrics import Metrics
 from domain.ledger.ledger import MemoryLedger
 from domain.model.values import Scope
@@ -24,9 +23,14 @@ from projections.reads import Reads
 from projections.registry import main_projections
 from projections.views.embeddings import Embeddings
 from projections.worker import ProjectionWorker
-from retrieval.vectors.embedder import EmbedderError, Vectors, from_bytes, passage_text
 from retrieval.vectors.matrix import read_vector_key
-from retrieval.vectors.service import EmbeddingService
+from retrieval.vectors.service import (
+    EmbedderError,
+    EmbeddingService,
+    Vectors,
+    from_bytes,
+    passage_text,
+)
 from tests.retrieval.test_vector_matrix import Words
 
 pytestmark = pytest.mark.integration

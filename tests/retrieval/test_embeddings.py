@@ -11,8 +11,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from api.app import create_app
-from api.auth import mint_token
-from api.deps import Services
+from api.deps import Services, mint_token
 from api.metrics import Metrics
 from domain.ledger.ledger import MemoryLedger
 from domain.model.values import Scope
@@ -20,8 +19,7 @@ from projections.reads import Reads
 from projections.rebuild import rebuild
 from projections.registry import all_projections, select
 from projections.worker import ProjectionWorker
-from retrieval.vectors.embedder import EmbedderError, from_bytes, passage_text
-from retrieval.vectors.service import EmbeddingService
+from retrieval.vectors.service import EmbedderError, EmbeddingService, from_bytes, passage_text
 
 pytestmark = pytest.mark.integration
 SECRET = "test-secret-of-at-least-32-bytes-long!"

@@ -14,9 +14,8 @@ from domain.policy import visible_scopes
 from retrieval import search as query_cache
 from retrieval.cache import QueryCache, RevisionSnapshot, SearchKey
 from retrieval.lexical import LexicalRanker
-from retrieval.pipeline import SearchResult
 from retrieval.query import Query
-from retrieval.search import Found, MemorySearch
+from retrieval.search import Found, MemorySearch, SearchResult
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 

@@ -14,11 +14,16 @@ from domain.policy import visible_scopes
 from projections.reads import Reads
 from projections.views.terms import query_terms
 from projections.worker import ProjectionWorker
-from retrieval.budget import ELLIPSIS, estimate_tokens, truncate
 from retrieval.lexical import LexicalRanker
-from retrieval.pipeline import ITEM_TOKENS, TOTAL_TOKENS, search
-from retrieval.query import Query
-from retrieval.rows import SearchRow
+from retrieval.query import Query, SearchRow
+from retrieval.search import (
+    ELLIPSIS,
+    ITEM_TOKENS,
+    TOTAL_TOKENS,
+    estimate_tokens,
+    search,
+    truncate,
+)
 from retrieval.visibility import shadow_global
 from tests.search_rows import search_row
 

@@ -19,9 +19,8 @@ from domain.policy import visible_scopes
 from projections.reads import Reads
 from projections.worker import ProjectionWorker
 from retrieval.fetch import SLACK, fetch_rows, levels
-from retrieval.pipeline import search
-from retrieval.query import Query
-from retrieval.rows import SearchRow
+from retrieval.query import Query, SearchRow
+from retrieval.search import search
 
 LEARNING = Scope.workspace("learning")
 TEACHING = Scope.workspace("teaching")

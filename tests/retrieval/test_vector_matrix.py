@@ -21,9 +21,8 @@ from projections.views.embeddings import Embeddings
 from projections.worker import ProjectionWorker
 from retrieval.hybrid import HybridSource
 from retrieval.search import MemorySearch
-from retrieval.vectors.embedder import Vectors, normalised
 from retrieval.vectors.matrix import read_vector_key
-from retrieval.vectors.service import EmbeddingService
+from retrieval.vectors.service import EmbeddingService, Vectors, normalised
 from retrieval.vectors.store import VectorReads
 from tests.conftest import Clock
 from tests.dumps import pg_dump

@@ -14,8 +14,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from domain.errors import InvalidInput, MemoryForgotten, RevisionConflict
 from domain.model.memory import Memory, Version
-from domain.model.text import normalise_content
-from domain.model.values import CATEGORIES, Scope, check_content
+from domain.model.values import CATEGORIES, Scope, check_content, normalise_content
 from tests.domain.model.aggregate_steps import given as steps_given
 from tests.domain.model.aggregate_steps import replay, state, then
 

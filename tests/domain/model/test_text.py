@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from domain.model.text import (
+from domain.model.values import (
     KEY_MAX_CHARS,
     clean_content,
     is_valid_key,
