@@ -107,6 +107,7 @@ class Query:
         return self.matched(found) / self.total if self.total else 0.0
 
 
+@dataclass(frozen=True, slots=True)
 class SearchRow:
     """A memory as retrieval sees it (a search_terms or active_memories row)."""
 

@@ -186,6 +186,7 @@ def search(
     return _budget(ranked, max(0, min(limit, MAX_LIMIT)), total_tokens, item_tokens)
 
 
+@dataclass(frozen=True, slots=True)
 class Found:
     """A search result, the revisions of its memories (for audit), and whether it was cached."""
 
