@@ -10,7 +10,7 @@ from psycopg import Connection, Cursor
 from psycopg.sql import Composed
 
 from projections.envelope import Envelope
-from projections.tables import Tables
+from projections.tracking import Tables
 
 __all__ = ["Projection"]
 

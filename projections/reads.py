@@ -16,7 +16,7 @@ from psycopg.sql import Composed
 from psycopg_pool import ConnectionPool
 
 from domain.model.values import Scope
-from projections.tables import Tables
+from projections.tracking import Tables
 from projections.views import (
     active_memories,
     audit_log,

@@ -4,18 +4,24 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psycopg
 from psycopg import Connection, Cursor
 from psycopg.sql import SQL, Composed
 
-from projections.base import Projection
 from projections.envelope import Envelope
-from projections.tables import Tables
+
+if TYPE_CHECKING:
+    from projections.base import Projection
+from dataclasses import dataclass
+
+from psycopg.sql import Identifier
 
 __all__ = [
+    "PREFIX",
     "TRACKING",
+    "Tables",
     "apply_batch",
     "create_tracking",
     "lock_key",
@@ -23,6 +29,32 @@ __all__ = [
     "read_positions",
     "set_position",
 ]
+
+PREFIX = "memledger_"
+
+
+@dataclass(frozen=True, slots=True)
+class Tables:
+    """Maps a projection's logical table names to schema-qualified identifiers.
+
+    `suffix` is empty for the live tables; a rebuild uses a unique suffix, so its tables (and
+    the indexes PostgreSQL names after them) never collide with live ones.
+    """
+
+    schema: str
+    suffix: str = ""
+
+    def name(self, logical: str) -> str:
+        """The bare table name."""
+        return f"{PREFIX}{logical}{self.suffix}"
+
+    def __getitem__(self, logical: str) -> Composed:
+        return SQL("{}.{}").format(Identifier(self.schema), Identifier(self.name(logical)))
+
+    def index(self, logical: str, purpose: str) -> Identifier:
+        """An index name; a rebuild renames its indexes to the live names when it swaps."""
+        return Identifier(f"{self.name(logical)}__{purpose}")
+
 
 TRACKING = "projection_positions"
 

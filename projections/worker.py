@@ -16,8 +16,7 @@ from psycopg_pool import ConnectionPool
 from domain.ledger.ledger import MemoryLedger
 from projections.base import Projection
 from projections.envelope import decode_batch
-from projections.tables import Tables
-from projections.tracking import apply_batch, create_tracking, lock_key, read_positions
+from projections.tracking import Tables, apply_batch, create_tracking, lock_key, read_positions
 
 __all__ = ["ProjectionStatus", "ProjectionWorker", "ensure_tables"]
 

@@ -40,8 +40,7 @@ from projections.reads import Reads
 from projections.views.search_terms import SEP
 from projections.views.terms import document_terms
 from retrieval.fetch_sql import KEY, PHRASE, REST, Stage, Statements, statements
-from retrieval.lexical import MIN_MATCHED, judge
-from retrieval.query import MAX_LIMIT, Query, SearchRow
+from retrieval.query import MAX_LIMIT, MIN_MATCHED, Query, SearchRow, judge
 
 __all__ = ["SLACK", "fetch_rows", "fetch_search_rows", "levels"]
 

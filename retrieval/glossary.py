@@ -13,7 +13,7 @@ that folds plurals, -ing/-ed/-ation and British -ise into one form):
   the glosses of each single content character no such word covers;
 - a query's *units*: each English content word, and each Chinese dictionary word (the longest
   ones only: 什么时候, not 时候) with its glosses, standing for its content characters
-  (function characters as in retrieval/lexical.py count nothing); a content character
+  (function characters as in retrieval/query.py count nothing); a content character
   outside every dictionary word is a unit no memory can match, so a query the dictionary does
   not understand keeps a low coverage.
 

@@ -43,8 +43,7 @@ from domain.model.values import Scope
 from projections.reads import Reads
 from retrieval.calibration import Background, is_cjk
 from retrieval.glossary import Evidence, Glossary, shared_glossary
-from retrieval.lexical import LexicalRanker
-from retrieval.query import Query, Ranker, Scored, SearchRow, terms_of
+from retrieval.query import LexicalRanker, Query, Ranker, Scored, SearchRow, terms_of
 from retrieval.vectors.service import EmbeddingService, Vectors
 from retrieval.vectors.store import Similarities, VectorReads
 

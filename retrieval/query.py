@@ -1,8 +1,11 @@
-"""A search query analysed once: `Query.of(text)` is passed down to every stage of a search.
+"""A search query analysed once, the rows it is matched against, and the lexical judgement.
 
-The cache keys on `normal` and `key`; the fetch, the lexical and the hybrid rankers read
-`terms`, `phrase`, `key` and `named`; the embedder and the glossary read `normal`. No stage
-normalises or tokenises the query again.
+`Query.of(text)` is passed down to every stage of a search: the cache keys on `normal` and
+`key`; the fetch, the lexical and the hybrid rankers read `terms`, `phrase`, `key` and `named`;
+the embedder and the glossary read `normal`. No stage normalises or tokenises the query again.
+`SearchRow` is a memory as retrieval ranks it; `judge(query, row, now)` returns a `Judgement`
+(key match, phrase, matched weight, category, coverage, sort key) and `LexicalRanker` orders
+the rows it admits; the hybrid ranker reads the same judgements.
 """
 
 from __future__ import annotations
@@ -14,18 +17,23 @@ from typing import Any, Final, Protocol
 from uuid import UUID
 
 from domain.model.values import normalise_content, normalise_key
-from projections.views.terms import document_terms, query_terms
+from projections.views.terms import STRONG, document_terms, query_terms, word_char
 from retrieval.visibility import retrievable
 
 __all__ = [
     "CATEGORY_WORDS",
     "DEFAULT_LIMIT",
     "MAX_LIMIT",
+    "MIN_MATCHED",
+    "Judgement",
+    "LexicalRanker",
     "Query",
     "Ranker",
     "Scored",
     "SearchRow",
     "due_for_review",
+    "has_phrase",
+    "judge",
     "named_categories",
     "terms_of",
 ]
@@ -178,3 +186,105 @@ class Ranker(Protocol):
     def rank(self, query: Query, rows: Sequence[SearchRow], *, now: datetime) -> list[Scored]:
         """Matches only (no match: empty), best first, deterministic for equal input."""
         ...
+
+
+MIN_MATCHED: Final = STRONG
+"""Matched term weight that makes a memory a match on its own (no key, phrase or category)."""
+
+
+def _has_phrase(haystack: str, phrase: str) -> bool:
+    """`phrase` occurs in `haystack` and does not start or end inside a word."""
+    start = haystack.find(phrase)
+    while start >= 0:
+        end = start + len(phrase)
+        clean_start = not (word_char(phrase[0]) and start > 0 and word_char(haystack[start - 1]))
+        clean_end = not (word_char(phrase[-1]) and end < len(haystack) and word_char(haystack[end]))
+        if clean_start and clean_end:
+            return True
+        start = haystack.find(phrase, start + 1)
+    return False
+
+
+def has_phrase(phrase: str, memory_key: str, content: str) -> bool:
+    """The normalised query `phrase` occurs, word-aligned, in the content or the key's words.
+
+    Only a memory holding every query term can hold the phrase (the narrow fetch relies on it).
+    """
+    return bool(phrase) and (
+        _has_phrase(normalise_content(content), phrase)
+        or _has_phrase(memory_key.replace("_", " "), phrase)
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Judgement:
+    """The lexical ranker's verdict on one row for one query."""
+
+    row: SearchRow
+    key_match: bool
+    """The query, as a key, is the row's `memory_key`."""
+    phrased: bool
+    """The query occurs in the row as a phrase."""
+    matched: int
+    """The query's term weight the row holds (key words and content)."""
+    category: bool
+    """The query names the row's category."""
+    coverage: float
+    """`matched` as a share of the query's term weight, 0..1."""
+    order: tuple[Any, ...]
+    """The sort key: smaller ranks first."""
+
+    @property
+    def matches(self) -> bool:
+        """The row is a lexical match."""
+        return self.key_match or self.phrased or self.category or self.matched >= MIN_MATCHED
+
+    @property
+    def score(self) -> float:
+        """The relevance reported with a match: key 8, phrase 4, coverage 0..2, category 1."""
+        return 8 * self.key_match + 4 * self.phrased + 2 * self.coverage + self.category
+
+
+def judge(q: Query, row: SearchRow, now: datetime, *, phrased: bool | None = None) -> Judgement:
+    """The verdict on `row`; `phrased` overrides the phrase test (to bound rows not seen).
+
+    Matched weight orders as coverage does: the total is the same for every row of a query.
+    """
+    matched = q.matched(terms_of(row))
+    in_key = (
+        row.key_terms
+        if row.key_terms is not None
+        else document_terms(row.memory_key.replace("_", " "))
+    )
+    key_match = bool(q.key) and q.key == row.memory_key
+    if phrased is None:
+        phrased = has_phrase(q.phrase, row.memory_key, row.content)
+    category = row.category in q.named
+    order = (
+        not key_match,
+        not phrased,
+        -matched,
+        -q.matched(in_key),
+        not category,
+        row.is_due_for_review(now),
+        -row.updated_at.timestamp(),
+        str(row.memory_id),
+    )
+    coverage = matched / q.total if q.total else 0.0
+    return Judgement(row, key_match, phrased, matched, category, coverage, order)
+
+
+class LexicalRanker:
+    """Deterministic lexical ranking (section 10, first version); see the module docstring."""
+
+    version = "lexical-2"
+
+    def judged(self, query: Query, rows: Sequence[SearchRow], *, now: datetime) -> list[Judgement]:
+        """The matching rows' judgements, best first."""
+        found = [j for j in (judge(query, row, now) for row in rows) if j.matches]
+        found.sort(key=lambda j: j.order)
+        return found
+
+    def rank(self, query: Query, rows: Sequence[SearchRow], *, now: datetime) -> list[Scored]:
+        """Matches only, best first."""
+        return [Scored(j.row, j.score) for j in self.judged(query, rows, now=now)]

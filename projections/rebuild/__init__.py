@@ -36,8 +36,7 @@ from projections.rebuild.lanes import (
 )
 from projections.rebuild.processes import Unpartitionable, can_partition, fill_partitioned
 from projections.rebuild.reading import ReadAhead, ledger_reader
-from projections.tables import Tables
-from projections.tracking import locked_position, set_position
+from projections.tracking import Tables, locked_position, set_position
 
 __all__ = ["PROCESSES", "RebuildReport", "rebuild"]
 

@@ -24,7 +24,7 @@ from domain.ledger.sealing import SealingMapper
 from projections.base import Projection
 from projections.envelope import Envelope
 from projections.rebuild.reading import AHEAD, Read, ReadAhead
-from projections.tables import Tables
+from projections.tracking import Tables
 
 __all__ = [
     "Fill",

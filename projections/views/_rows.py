@@ -14,7 +14,7 @@ from uuid import UUID
 from psycopg import Cursor
 from psycopg.sql import SQL, Composed, Identifier
 
-from projections.tables import Tables
+from projections.tracking import Tables
 
 __all__ = [
     "Column",

@@ -16,7 +16,7 @@ from psycopg.sql import SQL, Composed
 from domain.model.values import Scope
 from projections.base import Projection
 from projections.envelope import Envelope
-from projections.tables import Tables
+from projections.tracking import Tables
 from projections.views._memory_rows import (
     MEMORY_ID,
     STATE_BEFORE_CREATED,

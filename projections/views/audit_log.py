@@ -20,7 +20,7 @@ from domain.model.memory_settings import MemorySettings
 from domain.model.values import Scope
 from projections.base import Projection
 from projections.envelope import Envelope, EventKinds, event_id
-from projections.tables import Tables
+from projections.tracking import Tables
 from projections.views._rows import ReadSource, copy_rows
 from projections.views.profile_changes import TABLE as PROFILE_CHANGES
 from projections.views.profile_rules import FIELDS

@@ -14,7 +14,7 @@ from domain.model.events import REDACTED
 from domain.model.memory import Memory
 from projections.base import Projection
 from projections.envelope import Envelope, EventKinds
-from projections.tables import Tables
+from projections.tracking import Tables
 from projections.views._rows import ReadSource, RowChanges
 
 __all__ = ["Candidates", "in_status"]

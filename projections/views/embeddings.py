@@ -44,7 +44,7 @@ from projections.memory_kinds import CONTENT as _CONTENT
 from projections.memory_kinds import CREATED as _CREATED
 from projections.memory_kinds import FORGOTTEN as _FORGOTTEN
 from projections.memory_kinds import MEMORY_KINDS as _KINDS
-from projections.tables import Tables
+from projections.tracking import Tables
 from projections.views._memory_rows import MEMORY_ID
 from projections.views._rows import Column, RowChanges, column_names, column_types, create_table
 

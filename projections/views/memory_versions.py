@@ -12,7 +12,7 @@ from psycopg.sql import SQL, Composed
 from domain.model.memory import Memory
 from projections.base import Projection
 from projections.envelope import Envelope, EventKinds
-from projections.tables import Tables
+from projections.tracking import Tables
 from projections.views._rows import ReadSource, copy_rows
 
 __all__ = ["MemoryVersions", "versions"]

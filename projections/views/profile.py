@@ -37,7 +37,7 @@ from projections.memory_kinds import OTHER as _OTHER
 from projections.memory_kinds import RESTORED as _RESTORED
 from projections.memory_kinds import SCHEDULE as _SCHEDULE
 from projections.memory_kinds import SUPPRESSED as _SUPPRESSED
-from projections.tables import Tables
+from projections.tracking import Tables
 from projections.views import profile_changes
 from projections.views._rows import RowChanges, copy_rows
 from projections.views.profile_rules import FIELDS, MemoryFacts, derive

@@ -29,7 +29,7 @@ from psycopg import Cursor
 from psycopg.sql import SQL, Composed
 
 from projections.envelope import Envelope
-from projections.tables import Tables
+from projections.tracking import Tables
 from projections.views._rows import copy_rows
 
 __all__ = ["CREATED", "REMOVED", "TABLE", "ProfileDiff", "create_statements"]

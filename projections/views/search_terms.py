@@ -18,7 +18,7 @@ from domain.model.events import REDACTED
 from domain.model.values import Scope
 from projections.base import Projection
 from projections.envelope import Envelope
-from projections.tables import Tables
+from projections.tracking import Tables
 from projections.views._memory_rows import (
     MEMORY_ID,
     STATE_BEFORE_CREATED,

@@ -12,7 +12,7 @@ from psycopg.sql import SQL, Composed
 from domain.model.memory import Memory
 from projections.base import Projection
 from projections.envelope import Envelope
-from projections.tables import Tables
+from projections.tracking import Tables
 from projections.views._rows import ReadSource
 
 __all__ = ["UserRevisions", "user_revision"]

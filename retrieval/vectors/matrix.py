@@ -31,8 +31,7 @@ from psycopg.sql import SQL
 
 from domain.model.values import Scope
 from projections.reads import Reads
-from projections.tables import Tables
-from projections.tracking import TRACKING
+from projections.tracking import TRACKING, Tables
 from projections.views.embeddings import DTYPE, STAMPS, Vectors
 
 __all__ = ["UserVectors", "VectorKey", "load_user_vectors", "read_vector_key"]

@@ -27,7 +27,7 @@ from psycopg.sql import SQL
 
 from domain.model.values import Scope
 from projections.reads import Reads
-from projections.tables import Tables
+from projections.tracking import Tables
 from projections.views.search_terms import COLUMNS as SEARCH_COLUMNS
 from projections.views.search_terms import SEP
 from retrieval.vectors.matrix import UserVectors, load_user_vectors, read_vector_key

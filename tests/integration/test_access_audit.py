@@ -22,7 +22,7 @@ from domain.ledger.ledger import MemoryLedger
 from domain.ledger.sealing import correlated
 from domain.model.access import AccessRecord
 from domain.model.values import Scope
-from projections.tables import Tables
+from projections.tracking import Tables
 from projections.worker import ProjectionWorker
 
 AT = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)

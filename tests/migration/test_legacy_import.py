@@ -28,7 +28,7 @@ from domain.ledger.sealing import _aad
 from domain.model.memory import Memory
 from domain.model.values import Scope, normalise_content
 from migration.migrate import LegacyRun, migrate_legacy
-from projections.tables import Tables
+from projections.tracking import Tables
 from projections.worker import ProjectionWorker
 from tests.migration.synthetic import Expected, write_legacy_file
 

@@ -16,7 +16,7 @@ from domain.ledger.ledger import MemoryLedger
 from domain.model.values import Scope
 from projections.rebuild import rebuild
 from projections.registry import all_projections
-from projections.tables import Tables
+from projections.tracking import Tables
 from projections.views.profile import Profile, ProfileField, profile_of
 from projections.worker import ProjectionWorker
 

@@ -29,7 +29,7 @@ from domain.model.values import Scope, normalise_content
 from projections.envelope import Envelope, decode_batch
 from projections.rebuild import _replay, rebuild
 from projections.registry import all_projections
-from projections.tables import Tables
+from projections.tracking import Tables
 from projections.views import profile_rules
 from projections.views.profile_rules import MemoryFacts, Rule, derive
 from projections.worker import ProjectionWorker

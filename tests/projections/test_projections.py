@@ -16,7 +16,7 @@ from domain.model.values import Scope
 from projections.base import Projection
 from projections.rebuild import rebuild
 from projections.registry import all_projections
-from projections.tables import Tables
+from projections.tracking import Tables
 from projections.views.active_memories import ActiveMemories
 from projections.worker import ProjectionWorker
 

@@ -15,7 +15,7 @@ from domain.ledger.ledger import MemoryLedger
 from projections.rebuild import rebuild
 from projections.rebuild.processes import can_partition, end_sessions
 from projections.registry import all_projections, select
-from projections.tables import Tables
+from projections.tracking import Tables
 from projections.views.active_memories import ActiveMemories
 from projections.worker import ProjectionWorker
 from retrieval.vectors.service import EmbeddingService

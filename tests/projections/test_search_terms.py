@@ -11,7 +11,7 @@ from domain.policy import visible_scopes
 from projections.reads import Reads
 from projections.rebuild import rebuild
 from projections.registry import all_projections
-from projections.tables import Tables
+from projections.tracking import Tables
 from projections.views.terms import index_terms
 from projections.worker import ProjectionWorker
 from retrieval.fetch import fetch_rows

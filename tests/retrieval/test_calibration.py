@@ -13,8 +13,7 @@ import pytest
 from domain.model.values import normalise_content
 from retrieval.calibration import CHINESE, ENGLISH, TOP_K, Background, is_cjk
 from retrieval.hybrid import MIN_RELEVANCE, HybridRanker, relevance
-from retrieval.lexical import LexicalRanker
-from retrieval.query import Query, SearchRow
+from retrieval.query import LexicalRanker, Query, SearchRow
 from retrieval.vectors.service import EmbeddingService, Vectors, normalised
 from tests.search_rows import search_row
 

@@ -8,8 +8,7 @@ import pytest
 
 from retrieval.glossary import Glossary, english_terms, fold, shared_glossary
 from retrieval.hybrid import MIN_RELEVANCE, TRANSLATED_WEIGHT, HybridRanker
-from retrieval.lexical import LexicalRanker
-from retrieval.query import Query, SearchRow
+from retrieval.query import LexicalRanker, Query, SearchRow
 from tests.search_rows import search_row
 
 NOW = datetime(2026, 11, 30, tzinfo=UTC)

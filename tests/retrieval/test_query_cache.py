@@ -13,8 +13,7 @@ from domain.model.values import Scope
 from domain.policy import visible_scopes
 from retrieval import search as query_cache
 from retrieval.cache import QueryCache, RevisionSnapshot, SearchKey
-from retrieval.lexical import LexicalRanker
-from retrieval.query import Query
+from retrieval.query import LexicalRanker, Query
 from retrieval.search import Found, MemorySearch, SearchResult
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)

@@ -14,8 +14,7 @@ from domain.policy import visible_scopes
 from projections.reads import Reads
 from projections.views.terms import query_terms
 from projections.worker import ProjectionWorker
-from retrieval.lexical import LexicalRanker
-from retrieval.query import Query, SearchRow
+from retrieval.query import LexicalRanker, Query, SearchRow
 from retrieval.search import (
     ELLIPSIS,
     ITEM_TOKENS,
