@@ -1,0 +1,162 @@
+"""The walks of docs/architecture.md: which project files a create and a search cross.
+
+A profiler records every project module whose code runs while one request is served (on every
+thread: the request's, and for a create the projection worker's until the row is written).
+The counts are the ones docs/architecture.md gives; a change that lengthens a walk updates
+both, deliberately.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from api.app import create_app
+from api.deps import Services
+from api.metrics import Metrics
+from projections.reads import Reads
+from projections.registry import all_projections
+from projections.worker import ProjectionWorker
+from retrieval.vectors.service import EmbeddingService
+from tests.conftest import JWT_SECRET
+
+ROOT = str(Path(__file__).resolve().parents[2]) + "/"
+PACKAGES = ("domain/", "projections/", "retrieval/", "api/", "migration/", "replay/")
+ACTIVE_MEMORIES = {
+    "projections/views/active_memories.py",
+    "projections/views/_memory_rows.py",
+    "projections/views/_rows.py",
+    "projections/memory_kinds.py",
+}
+"""The view modules that write an active_memories row (the worker also applies the others)."""
+
+CREATE_TO_EVENTS_ROW = 20
+CREATE_TO_ACTIVE_ROW = 28
+LEXICAL_SEARCH = 20
+HYBRID_SEARCH = 28
+
+pytestmark = pytest.mark.integration
+
+
+class Tracer:
+    """Collects (thread name, project file) pairs while `recording` is on."""
+
+    def __init__(self) -> None:
+        self.seen: dict[str, set[str]] = {}
+        self.recording = False
+
+    def __call__(self, frame: FrameType, event: str, arg: Any) -> None:
+        if self.recording and event == "call":
+            name = frame.f_code.co_filename
+            if name.startswith(ROOT) and name[len(ROOT) :].startswith(PACKAGES):
+                thread = threading.current_thread().name
+                self.seen.setdefault(thread, set()).add(name[len(ROOT) :])
+
+    def record(self, request: Callable[[], Any], settle: float = 1.0) -> dict[str, set[str]]:
+        self.seen = {}
+        self.recording = True
+        try:
+            response = request()
+            assert response.status_code in (200, 201), response.text
+            time.sleep(settle)
+        finally:
+            self.recording = False
+        return self.seen
+
+
+@pytest.fixture
+def tracer() -> Iterator[Tracer]:
+    """Installed before the app's threads start, so that every thread is profiled."""
+    tracer = Tracer()
+    sys.setprofile(tracer)
+    threading.setprofile(tracer)
+    yield tracer
+    sys.setprofile(None)
+    threading.setprofile(None)  # type: ignore[arg-type]
+
+
+def _request_files(seen: dict[str, set[str]]) -> set[str]:
+    return set().union(*(files for thread, files in seen.items() if thread != "projection-worker"))
+
+
+def _services(ledger: Any, worker: ProjectionWorker, schema: str, **extra: Any) -> Services:
+    worker.start()
+    return Services(
+        ledger=ledger,
+        reads=Reads(worker.pool, schema),
+        metrics=Metrics(),
+        jwt_secret=JWT_SECRET,
+        worker=worker,
+        **extra,
+    )
+
+
+def _memory(key: str, content: str) -> dict[str, str]:
+    return {"memory_key": key, "content": content, "category": "preference", "scope_type": "global"}
+
+
+def test_a_create_and_a_lexical_search_cross_the_documented_files(
+    tracer: Tracer, ledger: Any, worker: ProjectionWorker, pg_schema: str, auth: Any
+) -> None:
+    with TestClient(create_app(_services(ledger, worker, pg_schema))) as client:
+        headers = auth("walker", workspace="learning")
+        client.post("/me/core-memories", headers=headers, json=_memory("warm", "warm up"))
+        client.post("/tools/search_core_memories", headers=headers, json={"query": "warm"})
+        created = tracer.record(
+            lambda: client.post(
+                "/me/core-memories",
+                headers=headers,
+                json=_memory("style", "I prefer examples before definitions"),
+            )
+        )
+        searched = tracer.record(
+            lambda: client.post(
+                "/tools/search_core_memories",
+                headers=headers,
+                json={"query": "examples definitions"},
+            ),
+            settle=0.2,
+        )
+    to_events = _request_files(created)
+    applied = created.get("projection-worker", set())
+    to_row = to_events | {f for f in applied if not f.startswith("projections/views/")}
+    to_row |= applied & ACTIVE_MEMORIES
+    assert len(to_events) <= CREATE_TO_EVENTS_ROW, sorted(to_events)
+    assert len(to_row) <= CREATE_TO_ACTIVE_ROW, sorted(to_row)
+    assert len(_request_files(searched)) <= LEXICAL_SEARCH, sorted(_request_files(searched))
+
+
+def test_a_hybrid_search_crosses_the_documented_files(
+    tracer: Tracer,
+    ledger: Any,
+    make_worker: Callable[..., ProjectionWorker],
+    pg_schema: str,
+    auth: Any,
+    embedding_service: EmbeddingService,
+) -> None:
+    worker = make_worker(all_projections(embedding_service))
+    services = _services(ledger, worker, pg_schema, embeddings=embedding_service)
+    with TestClient(create_app(services)) as client:
+        headers = auth("walker", workspace="learning")
+        for key, content in (("warm", "warm up"), ("style", "I prefer examples first")):
+            client.post("/me/core-memories", headers=headers, json=_memory(key, content))
+        client.post("/tools/search_core_memories", headers=headers, json={"query": "warm"})
+        searched = tracer.record(
+            lambda: client.post(
+                "/tools/search_core_memories",
+                headers=headers,
+                json={"query": "how should things be explained to me"},
+            ),
+            settle=0.2,
+        )
+    files = _request_files(searched)
+    assert "retrieval/hybrid.py" in files
+    assert len(files) <= HYBRID_SEARCH, sorted(files)
