@@ -41,7 +41,7 @@ def run_stdio(settings: Settings | None = None, *, worker: bool = True) -> int:
     them another process must keep the projections up to date. A missing or invalid token, or
     missing keys, is said on stderr with status 2.
     """
-    settings = settings or Settings()
+    settings = settings or Settings()  # type: ignore[call-arg]  # from the environment
     try:
         secret = jwt_secret(settings)
         token = _token(settings, secret)

@@ -71,9 +71,7 @@ def _strict(node: dict[str, Any], *, described: bool = True) -> dict[str, Any]:
     for key, value in node.items():
         if key not in _KEPT:
             continue
-        if key == "properties":
-            out[key] = {name: _strict(each) for name, each in value.items()}
-        elif key == "$defs":
+        if key in ("properties", "$defs"):
             out[key] = {name: _strict(each) for name, each in value.items()}
         elif key == "anyOf":
             out[key] = [_strict(v, described=False) for v in value]
@@ -124,9 +122,10 @@ def _notes(node: dict[str, Any]) -> str:
     if low is not None or high is not None:
         notes.append(f"{low or 0} to {high} characters" if high else f"at least {low} characters")
     low, high = node.get("minimum"), node.get("maximum")
-    if low is not None or high is not None:
-        notes.append(f"from {low} to {high}" if low is not None and high is not None
-                     else f"at least {low}" if low is not None else f"at most {high}")  # fmt: skip
+    if low is not None and high is not None:
+        notes.append(f"from {low} to {high}")
+    elif low is not None or high is not None:
+        notes.append(f"at least {low}" if low is not None else f"at most {high}")
     if "format" in node:
         notes.append(f"format: {node['format']}")
     if "pattern" in node:
