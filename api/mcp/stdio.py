@@ -7,7 +7,9 @@ with the token of each HTTP request. stdout carries the protocol only: logs go t
 
 from __future__ import annotations
 
+import signal
 import sys
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -47,6 +49,9 @@ def run_stdio(settings: Settings | None = None, *, worker: bool = True) -> int:
         token = _token(settings, secret)
         settings = settings.model_copy(update={"jwt_secret": SecretStr(secret)})
         configure_logging()
+        if threading.current_thread() is threading.main_thread():
+            # The host's SIGTERM (after closing stdin) ends the process cleanly, as in `serve`.
+            signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
         with _app(settings, worker=worker) as app:
             anyio.run(_serve, app, token)
     except (KeyringError, InvalidToken) as error:
