@@ -16,6 +16,7 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from starlette.datastructures import Headers
+from starlette.responses import JSONResponse
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
@@ -64,6 +65,16 @@ class McpEndpoint:
             raise InvalidToken("no bearer token")  # answered by api/errors.py: 401
         identity = verify_token(token.strip(), scope["app"].state.services.jwt_secret)
         scope.setdefault("state", {})["user_id"] = identity.user_id  # for the access log
+        if scope["method"] != "POST":
+            # Stateless: no session to DELETE, and no server-initiated messages, so no GET
+            # stream (which would hold a connection open for nothing); 405 says so (the spec's).
+            refusal = JSONResponse(
+                {"detail": "this MCP endpoint takes POST only"},
+                status_code=405,
+                headers={"Allow": "POST"},
+            )
+            await refusal(scope, receive, send)
+            return
         if self._manager is None:  # the app is not running (its lifespan was not entered)
             raise LedgerUnavailable("the MCP endpoint is not started")
         await self._manager.handle_request(scope, receive, send)

@@ -260,3 +260,17 @@ def test_a_token_of_another_user_never_sees_the_first_users_memories(url: str) -
     failed, listed = call(url, token("bob"), "list_core_memories")
 
     assert not failed and listed["items"] == []
+
+
+def test_only_post_is_served_and_a_malformed_message_is_a_json_rpc_error(url: str) -> None:
+    with http(url, token()) as client:
+        for method in ("GET", "DELETE"):  # stateless: no stream to open, no session to end
+            refused = client.request(method, "/mcp", headers=MCP_HEADERS, timeout=10)
+            assert (refused.status_code, refused.headers["Allow"]) == (405, "POST"), method
+        garbled = client.post(
+            "/mcp", content=b"{not json", headers=MCP_HEADERS | {"Content-Type": "application/json"}
+        )
+    assert garbled.status_code == 400
+    assert garbled.json()["error"]["code"] == -32700  # JSON-RPC parse error
+    with http(url) as anonymous:  # identity is checked first, whatever the method
+        assert anonymous.get("/mcp", headers=MCP_HEADERS).status_code == 401
