@@ -14,6 +14,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from api.console import mount_console
 from api.deps import Services
 from api.errors import install_error_handlers
+from api.mcp.http import mount_mcp
 from api.metrics import StateCollector
 from api.middleware import BodyLimit, RequestContext
 from api.routes import audit, candidates, legacy, memories, settings, tools
@@ -54,6 +55,7 @@ def create_app(services: Services, *, max_lag: int = 1000) -> FastAPI:
     for module in (memories, legacy, candidates, settings, tools, audit):
         app.include_router(module.router)
     mount_console(app)
+    mount_mcp(app)  # the same tools over MCP at /mcp
 
     @app.get("/healthz", tags=["operations"])
     def healthz() -> dict[str, str]:

@@ -33,6 +33,9 @@ class Settings(BaseSettings):
     )
     master_key_file: Path | None = Field(None, description="file with one base64 key per line")
     jwt_secret: SecretStr | None = Field(None, description="HS256 secret for bearer tokens")
+    token: SecretStr | None = Field(
+        None, description="`memledger mcp` (stdio): the agent-turn bearer token it acts with"
+    )
     dev: bool = Field(
         False, description="local development: generate missing secrets under data_dir"
     )

@@ -1,6 +1,6 @@
 """The `memledger` command line (operators' tools); `main` is the console script's entry point.
 
-Each command group lives in a module of its own: serve (and version), token, users
+Each command group lives in a module of its own: serve (and version), mcp, token, users
 (erase-user), replay, migrate (migrate legacy, export, import), keys, projections. The
 commands only parse options and call the packages that do the work.
 """
@@ -10,6 +10,7 @@ from __future__ import annotations
 import typer
 
 from api.cli.keys import keys_app
+from api.cli.mcp import mcp_command
 from api.cli.migrate import export_command, import_command, migrate_app
 from api.cli.projections import projections_app
 from api.cli.replay import replay_command
@@ -29,6 +30,7 @@ def memledger() -> None:
 
 app.command("version")(version_command)
 app.command("serve")(serve)
+app.command("mcp")(mcp_command)
 app.command("token")(token)
 app.command("erase-user")(erase_user)
 app.command("replay")(replay_command)

@@ -73,6 +73,14 @@ def serve(
     # uvicorn drains in-flight requests on SIGTERM, then re-raises the signal to the handler
     # it found: make that handler a clean exit, so the worker and pools below close properly.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    bind_host, bind_port = host or settings.host, port or settings.port
+    if dev:
+        from api.console import console_link
+        from api.deps import mint_token
+
+        secret = settings.jwt_secret.get_secret_value() if settings.jwt_secret else ""
+        link = console_link(f"http://{bind_host}:{bind_port}", mint_token(secret, "dev"))
+        typer.echo(f"memledger: web console (dev user `dev`, 12 h): {link}", err=True)
     try:
         configure_logging()
         uvicorn.run(
@@ -80,8 +88,8 @@ def serve(
                 build_services(settings, ledger, projection_worker, embeddings, embedding_worker),
                 max_lag=settings.max_projection_lag,
             ),
-            host=host or settings.host,
-            port=port or settings.port,
+            host=bind_host,
+            port=bind_port,
             log_config=None,
             timeout_graceful_shutdown=10,
         )

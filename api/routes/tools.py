@@ -31,13 +31,14 @@ import logging
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, Final
+from typing import Annotated, Any, Final, Literal
 from uuid import UUID
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Query
 
 from api.deps import CurrentIdentity, FreshReads, Identity, Services, ServicesDep
 from api.schemas.candidates import candidate_out
+from api.schemas.function_calling import FunctionTool, function_tools
 from api.schemas.memories import memory_out
 from api.schemas.tools import (
     ForgetBody,
@@ -77,10 +78,16 @@ _log = logging.getLogger("memledger.tools")
 LIST_LIMIT: Final = 200
 
 
-@router.get("", response_model=list[ToolSpec])
-def list_tools(identity: CurrentIdentity) -> list[ToolSpec]:
+@router.get("", response_model=list[ToolSpec] | list[FunctionTool])
+def list_tools(
+    identity: CurrentIdentity,
+    format: Annotated[
+        Literal["default", "openai"],
+        Query(description="openai: strict function-calling definitions (every field required)"),
+    ] = "default",
+) -> list[ToolSpec] | list[FunctionTool]:
     """Every tool with a description and a JSON Schema of its body (for function calling)."""
-    return tool_specs()
+    return function_tools(tool_specs()) if format == "openai" else tool_specs()
 
 
 @router.post("/search_core_memories", response_model=SearchResultOut)

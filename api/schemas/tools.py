@@ -10,7 +10,7 @@ from datetime import datetime
 from typing import Any, Literal
 from uuid import UUID
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from api.schemas.candidates import Candidate
 from api.schemas.memories import Category, MemoryOut, ScopeType, WorkspaceType
@@ -65,6 +65,12 @@ class SearchBody(_Body):
     limit: int = Field(
         DEFAULT_LIMIT, ge=1, le=MAX_LIMIT, description="at most this many memories (default 5)"
     )
+
+    @field_validator("limit", mode="before")
+    @classmethod
+    def _null_is_default(cls, value: object) -> object:
+        # A model calling in strict mode sends every field, null for "not given".
+        return DEFAULT_LIMIT if value is None else value
 
 
 class ListBody(_Body):
