@@ -6,6 +6,8 @@ from dataclasses import dataclass
 
 from psycopg.sql import SQL, Composed, Identifier
 
+from projections.sealed import RowSeal, seal_for
+
 __all__ = ["PREFIX", "Tables"]
 
 PREFIX = "memledger_"
@@ -28,6 +30,11 @@ class Tables:
 
     def __getitem__(self, logical: str) -> Composed:
         return SQL("{}.{}").format(Identifier(self.schema), Identifier(self.name(logical)))
+
+    @property
+    def seal(self) -> RowSeal:
+        """How this schema's views seal personal fields (`projections.sealed.seal_for`)."""
+        return seal_for(self.schema)
 
     def index(self, logical: str, purpose: str) -> Identifier:
         """An index name; a rebuild renames its indexes to the live names when it swaps."""
