@@ -21,10 +21,11 @@ from uuid import UUID
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from psycopg.sql import SQL, Composed
 
 from domain.model.events import REDACTED
 
-__all__ = ["RowKeys", "RowSeal", "register", "seal_for"]
+__all__ = ["RowKeys", "RowSeal", "register", "seal_for", "vacuum_promptly"]
 
 _VERSION: Final = b"\x01"
 _NONCE: Final = 12
@@ -137,3 +138,12 @@ def seal_for(schema: str) -> RowSeal:
     if seal is None:
         raise LookupError(f"no key store registered for the views of schema {schema!r}")
     return seal
+
+
+def vacuum_promptly(table: Composed) -> Composed:
+    """Per-table autovacuum for a table of sealed or keyed rows: vacuumed after a few dead rows
+    (a forget), not after a fifth of the table. Hygiene only (see docs/retrieval.md)."""
+    return SQL(
+        "ALTER TABLE {} SET (autovacuum_vacuum_scale_factor = 0,"
+        " autovacuum_vacuum_threshold = 50, autovacuum_vacuum_cost_delay = 0)"
+    ).format(table)

@@ -16,6 +16,7 @@ from psycopg.sql import SQL, Composed
 from domain.model.values import Scope
 from projections.base import Projection
 from projections.envelope import Envelope
+from projections.sealed import vacuum_promptly
 from projections.tables import Tables
 from projections.views._memory_rows import (
     MEMORY_ID,
@@ -66,6 +67,7 @@ class ActiveMemories(Projection):
         table = t["active_memories"]
         return [
             create_table(table, MEMORY_ID, TABLE),
+            vacuum_promptly(table),
             SQL("CREATE INDEX IF NOT EXISTS {} ON {} (user_id, scope_type, workspace_type)").format(
                 t.index("active_memories", "user_scope"), table
             ),

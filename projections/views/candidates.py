@@ -18,7 +18,7 @@ from domain.model.events import REDACTED
 from domain.model.memory import Memory
 from projections.base import Projection
 from projections.envelope import Envelope, EventKinds
-from projections.sealed import RowSeal
+from projections.sealed import RowSeal, vacuum_promptly
 from projections.tables import Tables
 from projections.views._rows import ReadSource, RowChanges
 
@@ -91,6 +91,7 @@ class Candidates(Projection):
                 " decided_at timestamptz NULL,"
                 " expires_at timestamptz NOT NULL)"
             ).format(table),
+            vacuum_promptly(table),
             SQL("CREATE INDEX IF NOT EXISTS {} ON {} (user_id, status, created_at)").format(
                 t.index("candidates", "user_status"), table
             ),

@@ -46,7 +46,7 @@ from projections.memory_kinds import CONTENT as _CONTENT
 from projections.memory_kinds import CREATED as _CREATED
 from projections.memory_kinds import FORGOTTEN as _FORGOTTEN
 from projections.memory_kinds import MEMORY_KINDS as _KINDS
-from projections.sealed import RowSeal
+from projections.sealed import RowSeal, vacuum_promptly
 from projections.tables import Tables
 from projections.views._memory_rows import MEMORY_ID
 from projections.views._rows import Column, RowChanges, column_names, column_types, create_table
@@ -153,6 +153,7 @@ class Embeddings(Projection):
         table = t["embeddings"]
         return [
             create_table(table, MEMORY_ID, TABLE),
+            vacuum_promptly(table),
             SQL("CREATE INDEX IF NOT EXISTS {} ON {} (user_id)").format(
                 t.index("embeddings", "user"), table
             ),

@@ -12,6 +12,7 @@ from psycopg.sql import SQL, Composed
 from domain.model.memory import Memory
 from projections.base import Projection
 from projections.envelope import Envelope, EventKinds
+from projections.sealed import vacuum_promptly
 from projections.tables import Tables
 from projections.views._rows import ReadSource, copy_rows
 
@@ -40,7 +41,8 @@ class MemoryVersions(Projection):
                 " source_candidate_id uuid NULL,"
                 " created_at timestamptz NOT NULL,"
                 " PRIMARY KEY (memory_id, revision))"
-            ).format(t["memory_versions"])
+            ).format(t["memory_versions"]),
+            vacuum_promptly(t["memory_versions"]),
         ]
 
     def apply(self, cur: Cursor[Any], t: Tables, batch: Sequence[Envelope]) -> None:

@@ -38,7 +38,7 @@ from projections.memory_kinds import OTHER as _OTHER
 from projections.memory_kinds import RESTORED as _RESTORED
 from projections.memory_kinds import SCHEDULE as _SCHEDULE
 from projections.memory_kinds import SUPPRESSED as _SUPPRESSED
-from projections.sealed import RowSeal
+from projections.sealed import RowSeal, vacuum_promptly
 from projections.tables import Tables
 from projections.views import profile_changes
 from projections.views._rows import RowChanges, copy_rows
@@ -94,6 +94,7 @@ class Profile(Projection):
                 " updated_at timestamptz NOT NULL,"
                 " PRIMARY KEY (memory_id, field))"
             ).format(t["profile_sources"]),
+            vacuum_promptly(t["profile_sources"]),
             SQL("CREATE INDEX IF NOT EXISTS {} ON {} (user_id, field)").format(
                 t.index("profile_sources", "user_field"), t["profile_sources"]
             ),

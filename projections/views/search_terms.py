@@ -20,7 +20,7 @@ from domain.model.events import REDACTED
 from domain.model.values import Scope
 from projections.base import Projection
 from projections.envelope import Envelope
-from projections.sealed import RowSeal
+from projections.sealed import RowSeal, vacuum_promptly
 from projections.tables import Tables
 from projections.views._memory_rows import (
     MEMORY_ID,
@@ -110,6 +110,7 @@ class SearchTerms(Projection):
         table = t["search_terms"]
         return [
             create_table(table, MEMORY_ID, TABLE),
+            vacuum_promptly(table),
             SQL("CREATE INDEX IF NOT EXISTS {} ON {} USING gin (terms)").format(
                 t.index("search_terms", "terms"), table
             ),

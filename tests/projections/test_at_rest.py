@@ -185,3 +185,19 @@ def test_forgotten_and_erased_content_is_in_no_raw_page(
     needles = {needle: text for text in secrets for needle in forms(text)}
     hits = page_hits(inspect, [pg_schema, "public"], needles)
     assert hits == [], hits
+
+
+def test_tables_of_sealed_or_keyed_rows_vacuum_after_a_few_dead_rows(
+    worker: ProjectionWorker, inspect: psycopg.Connection[Any], pg_schema: str
+) -> None:
+    rows = inspect.execute(
+        "SELECT c.relname, c.reloptions FROM pg_class c JOIN pg_namespace n"
+        " ON n.oid = c.relnamespace WHERE n.nspname = %s AND c.relkind = 'r'",
+        (pg_schema,),
+    ).fetchall()
+    prompt = {
+        name for name, options in rows if "autovacuum_vacuum_scale_factor=0" in (options or [])
+    }
+    sealed = {"active_memories", "memory_versions", "search_terms", "candidates"}
+    sealed |= {"profile_sources", "embeddings"}
+    assert {f"memledger_{name}" for name in sealed} <= prompt
