@@ -11,6 +11,7 @@ from psycopg import Connection, Cursor
 from psycopg.sql import SQL, Composed
 
 from projections.envelope import Envelope
+from projections.sealed import RowSeal, seal_for
 
 if TYPE_CHECKING:
     from projections.base import Projection
@@ -50,6 +51,11 @@ class Tables:
 
     def __getitem__(self, logical: str) -> Composed:
         return SQL("{}.{}").format(Identifier(self.schema), Identifier(self.name(logical)))
+
+    @property
+    def seal(self) -> RowSeal:
+        """How this schema's views seal personal fields (`projections.sealed.seal_for`)."""
+        return seal_for(self.schema)
 
     def index(self, logical: str, purpose: str) -> Identifier:
         """An index name; a rebuild renames its indexes to the live names when it swaps."""

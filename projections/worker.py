@@ -16,6 +16,7 @@ from psycopg_pool import ConnectionPool
 from domain.ledger.ledger import MemoryLedger
 from projections.base import Projection
 from projections.envelope import decode_batch
+from projections.sealed import register
 from projections.tracking import Tables, apply_batch, create_tracking, lock_key, read_positions
 
 __all__ = ["ProjectionStatus", "ProjectionWorker", "ensure_tables"]
@@ -80,6 +81,7 @@ class ProjectionWorker:
         self.schema = schema
         self.projections = list(projections)
         self.tables = Tables(schema)
+        register(schema, ledger.mapper.keys)
         self.batch_size = batch_size
         self.idle_wait = idle_wait
         self.max_backoff = max_backoff

@@ -37,7 +37,8 @@ from psycopg.sql import Composed
 
 from domain.model.values import Scope
 from projections.reads import Reads
-from projections.views.search_terms import SEP
+from projections.sealed import RowSeal
+from projections.views.search_terms import open_search_rows, term_hashes
 from projections.views.terms import document_terms
 from retrieval.fetch_sql import KEY, PHRASE, REST, Stage, Statements, statements
 from retrieval.query import MAX_LIMIT, MIN_MATCHED, Query, SearchRow, judge
@@ -106,6 +107,7 @@ def fetch_rows(
         return fetch_search_rows(
             cur,
             reads.t["search_terms"],
+            reads.t.seal,
             user_id,
             scopes,
             query,
@@ -118,6 +120,7 @@ def fetch_rows(
 def fetch_search_rows(
     cur: Cursor[dict[str, Any]],
     table: Composed,
+    seal: RowSeal,
     user_id: str,
     scopes: Sequence[Scope],
     q: Query,
@@ -126,29 +129,30 @@ def fetch_search_rows(
     category: str | None = None,
     limit: int = MAX_LIMIT,
 ) -> list[dict[str, Any]]:
-    """The rows `search` needs for `query` (see the module docstring), terms unprefixed.
+    """The rows `search` needs for `query` (see the module docstring), opened by `seal`.
 
-    `cur` must use a dict row factory; `table` is the search_terms table. One statement when
+    `cur` must use a dict row factory; `table` is the search_terms table. The query's terms
+    and key are looked up by their keyed hashes; only the returned rows are opened (their
+    clear terms computed again from key and content). One statement when
     the top stage settles the answer (most queries), one more per lower stage needed. (Lower
     stages chained in one statement behind gates planned slower than they saved.)
     """
     if not scopes:
         return []
     wanted = max(1, min(limit, MAX_LIMIT))
-    prefix = user_id + SEP
+    hashed = term_hashes(seal, user_id)
     phrase_terms = _phrase_terms(q)
     params: dict[str, Any] = {
         "user": user_id,
         "now": now,
         "category": category,
-        "key": q.key or None,
+        "key": seal.user_hash(user_id, "key", q.key) if q.key else None,
         "named": sorted(q.named),
-        "all": [prefix + t for t in q.terms],
-        "phrase_terms": sorted(prefix + t for t in phrase_terms),
+        "all": [hashed(t) for t in q.terms],
+        "phrase_terms": sorted(map(hashed, phrase_terms)),
     }
-    for i, term in enumerate(q.terms):
-        params[f"p{i}"] = prefix + term
-        params[f"t{i}"] = term
+    for i, term_hash in enumerate(params["all"]):
+        params[f"p{i}"] = params[f"t{i}"] = term_hash
     for i, scope in enumerate(scopes):
         params[f"s{i}"] = scope.scope_type
         params[f"w{i}"] = scope.workspace_type
@@ -162,10 +166,7 @@ def fetch_search_rows(
 
     def run(statement: bytes, **limits: int) -> list[dict[str, Any]]:
         found = cur.execute(statement, params | limits, prepare=PREPARE).fetchall()
-        for row in found:
-            row["terms"] = frozenset(term[len(prefix) :] for term in row["terms"])
-            row["key_terms"] = frozenset(row["key_terms"])
-        return found
+        return open_search_rows(found, seal)
 
     if q.terms:
         streams = [PHRASE] if phrase_terms == frozenset(q.terms) else [PHRASE, REST]

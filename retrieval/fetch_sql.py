@@ -75,7 +75,7 @@ class Statements:
         # Checked on returned rows only, once per statement (each EXISTS costs planning time).
         self.hidden = SQL(
             "b.scope_type = 'global' AND EXISTS (SELECT 1 FROM {} w"
-            " WHERE w.user_id = %(user)s AND w.memory_key = b.memory_key"
+            " WHERE w.user_id = %(user)s AND w.key_hash = b.key_hash"
             " AND w.scope_type = 'workspace' AND w.status = 'active'"
             " AND (w.expires_at IS NULL OR w.expires_at > %(now)s) AND ({}))"
         ).format(self.table, _in_scope("w.", scopes))
@@ -91,7 +91,7 @@ class Statements:
                 for i, w in enumerate(weights)
             ]
         )
-        self.not_key = SQL(" AND memory_key <> %(key)s") if has_key else SQL("")
+        self.not_key = SQL(" AND key_hash <> %(key)s") if has_key else SQL("")
         # The ranker's order after key, phrase and coverage.
         self.tail = SQL("{}category = ANY(%(named)s) DESC, {}, updated_at DESC, memory_id").format(
             SQL("{} DESC, ").format(key_matched) if weights else SQL(""), _DUE
@@ -133,7 +133,7 @@ class Statements:
 
         def build() -> Composed:
             parts: list[Composed] = []
-            by_key = SQL("user_id = %(user)s AND memory_key = %(key)s")
+            by_key = SQL("user_id = %(user)s AND key_hash = %(key)s")
             if KEY in streams:
                 parts.append(self._branch(KEY, by_key, SQL("memory_id"), "", False))
             if PHRASE in streams:
@@ -141,7 +141,7 @@ class Statements:
                 order: Composable = self.tail
                 if self.has_key:  # one branch, not two: each costs planning time
                     where = SQL("{} OR ({})").format(where, by_key)
-                    order = SQL("memory_key = %(key)s DESC, {}").format(order)
+                    order = SQL("key_hash = %(key)s DESC, {}").format(order)
                 parts.append(self._branch(PHRASE, where, order, "n1", True))
             if REST in streams:
                 where = SQL("terms @> %(all)s AND NOT terms @> %(phrase_terms)s{}").format(

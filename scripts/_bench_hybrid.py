@@ -26,6 +26,9 @@ from psycopg_pool import ConnectionPool
 
 from projections.reads import Reads
 from projections.tracking import TRACKING, Tables
+from projections.views._memory_rows import open_memory_rows
+from projections.views.embeddings import TABLE_NAME as EMBEDDINGS
+from projections.views.search_terms import TABLE_NAME as SEARCH_TERMS
 from retrieval.cache import QueryCache
 from retrieval.hybrid import HybridSource
 from retrieval.search import MemorySearch
@@ -76,6 +79,16 @@ class HybridBench:
                 ).format(t["search_terms"]),
                 (self.user,),
             ).fetchall()
+        # Key and content are stored sealed (projections/sealed.py): opened as search opens them.
+        opened = open_memory_rows(
+            [dict(zip(("memory_id", "memory_key", "content"), r[:3], strict=True)) for r in rows],
+            SEARCH_TERMS,
+            t.seal,
+        )
+        rows = [
+            (o["memory_id"], o["memory_key"], o["content"], r[3])
+            for o, r in zip(opened, rows, strict=True)
+        ]
         embedded = rows[: limit or len(rows)]
         model = self.service.model_id
         self.service.warm_up()
@@ -114,9 +127,12 @@ class HybridBench:
         statement = sql.SQL(
             "COPY {} (memory_id, user_id, memory_key, revision, model, vector) FROM STDIN"
         ).format(t["embeddings"])
+        seal = t.seal
         with cur.copy(statement) as copy:
             for memory_id, key, _, revision, vector in rows:
-                copy.write_row((memory_id, self.user, key, revision, model, vector))
+                sealed_key = seal.seal(EMBEDDINGS, memory_id, memory_id, "memory_key", key)
+                sealed = seal.seal_bytes(EMBEDDINGS, memory_id, memory_id, "vector", vector)
+                copy.write_row((memory_id, self.user, sealed_key, revision, model, sealed))
 
     def _run(self, engine: MemorySearch, query: str) -> list[UUID]:
         found = engine(self.user, self.workspace, query, now=self.now)

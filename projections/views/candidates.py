@@ -1,4 +1,8 @@
-"""Candidates: pending and decided proposals; shredded proposals read as REDACTED."""
+"""Candidates: pending and decided proposals; shredded proposals read as REDACTED.
+
+The proposed key and content are stored sealed with the candidate's own data key
+(`projections.sealed`); a shredded proposal is stored as b"" and its key destroyed.
+"""
 
 from __future__ import annotations
 
@@ -14,6 +18,7 @@ from domain.model.events import REDACTED
 from domain.model.memory import Memory
 from projections.base import Projection
 from projections.envelope import Envelope, EventKinds
+from projections.sealed import RowSeal, vacuum_promptly
 from projections.tracking import Tables
 from projections.views._rows import ReadSource, RowChanges
 
@@ -44,8 +49,8 @@ TYPES = {
     "expected_revision": "int4",
     "proposed_scope_type": "text",
     "proposed_workspace_type": "text",
-    "proposed_key": "text",
-    "proposed_content": "text",
+    "proposed_key": "bytea",
+    "proposed_content": "bytea",
     "proposed_category": "text",
     "source_conversation_id": "text",
     "status": "text",
@@ -76,8 +81,8 @@ class Candidates(Projection):
                 " expected_revision integer NULL,"
                 " proposed_scope_type text NOT NULL,"
                 " proposed_workspace_type text NULL,"
-                " proposed_key text NOT NULL,"
-                " proposed_content text NOT NULL,"
+                " proposed_key bytea NOT NULL,"
+                " proposed_content bytea NOT NULL,"
                 " proposed_category text NOT NULL,"
                 " source_conversation_id text NULL,"
                 " status text NOT NULL,"
@@ -86,6 +91,7 @@ class Candidates(Projection):
                 " decided_at timestamptz NULL,"
                 " expires_at timestamptz NOT NULL)"
             ).format(table),
+            vacuum_promptly(table),
             SQL("CREATE INDEX IF NOT EXISTS {} ON {} (user_id, status, created_at)").format(
                 t.index("candidates", "user_status"), table
             ),
@@ -142,9 +148,24 @@ class Candidates(Projection):
                     "UPDATE {} SET proposed_key = %s, proposed_content = %s"
                     " WHERE target_memory_id = ANY(%s) OR resulting_memory_id = ANY(%s)"
                 ).format(table),
-                (REDACTED, REDACTED, forgotten, forgotten),
+                (b"", b"", forgotten, forgotten),
             )
+        _seal(rows, t.seal)
         rows.flush(cur)
+
+
+_SEALED = ("proposed_key", "proposed_content")
+_TABLE = "candidates"
+
+
+def _seal(rows: RowChanges, seal: RowSeal) -> None:
+    """Seal the proposals of this batch's new and changed rows (REDACTED: b"")."""
+    for changes in (rows.new, rows.updates):
+        for candidate_id, values in changes.items():
+            for column in _SEALED:
+                if column in values:
+                    text = values[column]
+                    values[column] = seal.seal(_TABLE, candidate_id, candidate_id, column, text)
 
 
 _PROPOSED, _ACCEPTED, _REJECTED, _EXPIRED, _FORGOTTEN, _OTHER = range(6)
@@ -161,11 +182,18 @@ _KINDS = EventKinds(
 
 
 def in_status(src: ReadSource, user_id: str, status: str) -> list[dict[str, Any]]:
-    """The user's candidates in one status, newest first."""
-    return src.all(
+    """The user's candidates in one status, newest first (shredded proposals REDACTED)."""
+    rows = src.all(
         SQL(
             "SELECT * FROM {} WHERE user_id = %s AND status = %s"
             " ORDER BY created_at DESC, candidate_id"
         ).format(src.t["candidates"]),
         (user_id, status),
     )
+    seal = src.t.seal
+    seal.prefetch(row["candidate_id"] for row in rows)
+    for row in rows:
+        candidate_id = row["candidate_id"]
+        for column in _SEALED:
+            row[column] = seal.open(_TABLE, candidate_id, candidate_id, column, row[column])
+    return rows

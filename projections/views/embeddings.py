@@ -2,7 +2,9 @@
 
 A row per live memory (active or suppressed): `memory_key` (to embed new content with the
 key), the `revision` the vector was computed for, the embedder's `model` and the `vector`
-(float32 bytes, unit length). The vector is NULL when no embedder was available or it failed
+(float32 bytes, unit length); key and vector are stored sealed with the memory's data key
+(`projections.sealed`, opened with `open_vector`), so a forgotten memory's vector is unreadable
+wherever a copy of its row survives. The vector is NULL when no embedder was available or it failed
 (search then ranks that memory lexically), and for a memory whose personal fields were
 redacted. A content change re-embeds the memory; forgetting it deletes the row. The texts of a
 batch are embedded in one call (a batch-sized model call, not one per event).
@@ -44,9 +46,11 @@ from projections.memory_kinds import CONTENT as _CONTENT
 from projections.memory_kinds import CREATED as _CREATED
 from projections.memory_kinds import FORGOTTEN as _FORGOTTEN
 from projections.memory_kinds import MEMORY_KINDS as _KINDS
+from projections.sealed import RowSeal, vacuum_promptly
 from projections.tracking import Tables
 from projections.views._memory_rows import MEMORY_ID
 from projections.views._rows import Column, RowChanges, column_names, column_types, create_table
+from projections.views.search_terms import TABLE_NAME as SEARCH_TERMS
 
 __all__ = [
     "BACKFILL_BATCH",
@@ -57,6 +61,7 @@ __all__ = [
     "PassageEmbedder",
     "Vectors",
     "from_bytes",
+    "open_vector",
     "passage_text",
     "to_bytes",
 ]
@@ -65,6 +70,7 @@ DTYPE: Final = np.dtype("<f4")
 """Vectors are stored and compared as little-endian float32."""
 
 Vectors = npt.NDArray[np.float32]
+TABLE_NAME: Final = "embeddings"
 STAMPS: Final = "embedding_stamps"
 """Per user, a random stamp renewed whenever their vectors change (the matrix cache's key)."""
 
@@ -82,6 +88,15 @@ def to_bytes(vector: Vectors) -> bytes:
 def from_bytes(data: bytes, dim: int) -> Vectors:
     """Vectors stored back to back (`to_bytes` of each) as a (n, dim) array."""
     return np.frombuffer(data, dtype=DTYPE).reshape(-1, dim)
+
+
+def open_vector(seal: RowSeal, memory_id: UUID, sealed: bytes | None) -> bytes | None:
+    """The `to_bytes` form of a stored vector, or None (none stored, or the key is gone)."""
+    return seal.open_bytes(TABLE_NAME, memory_id, memory_id, "vector", sealed)
+
+
+def _seal_vector(seal: RowSeal, memory_id: UUID, vector: Vectors) -> bytes | None:
+    return seal.seal_bytes(TABLE_NAME, memory_id, memory_id, "vector", to_bytes(vector)) or None
 
 
 class PassageEmbedder(Protocol):
@@ -111,7 +126,7 @@ BACKFILL_BATCH = 32
 
 TABLE = (
     Column("user_id", "text"),
-    Column("memory_key", "text"),
+    Column("memory_key", "bytea"),
     Column("revision", "int4"),
     Column("model", "text", nullable=True),
     Column("vector", "bytea", nullable=True),
@@ -138,6 +153,7 @@ class Embeddings(Projection):
         table = t["embeddings"]
         return [
             create_table(table, MEMORY_ID, TABLE),
+            vacuum_promptly(table),
             SQL("CREATE INDEX IF NOT EXISTS {} ON {} (user_id)").format(
                 t.index("embeddings", "user"), table
             ),
@@ -182,7 +198,12 @@ class Embeddings(Projection):
             else:
                 continue
             users.add(event.user_id)
-        self._embed(cur, table, rows, texts)
+        seal = t.seal
+        self._embed(cur, table, rows, texts, seal)
+        for memory_id, row in rows.new.items():
+            row["memory_key"] = seal.seal(
+                TABLE_NAME, memory_id, memory_id, "memory_key", row["memory_key"]
+            )
         rows.flush(cur)
         self._changed(cur, t, users)
 
@@ -222,11 +243,20 @@ class Embeddings(Projection):
             SQL(
                 "SELECT e.memory_id, e.revision, s.memory_key, s.content"
                 " FROM {} e JOIN {} s ON s.memory_id = e.memory_id AND s.revision = e.revision"
-                " WHERE e.vector IS NULL AND s.memory_key <> %s AND s.content <> %s"
+                " WHERE e.vector IS NULL AND s.memory_key <> '' AND s.content <> ''"
                 " ORDER BY e.memory_id LIMIT %s"
             ).format(table, t["search_terms"]),
-            (REDACTED, REDACTED, BACKFILL_BATCH),
+            (BACKFILL_BATCH,),
         ).fetchall()
+        seal = t.seal
+        seal.prefetch(row[0] for row in found)
+        opened = []
+        for memory_id, revision, sealed_key, sealed_content in found:
+            key = seal.open(SEARCH_TERMS, memory_id, memory_id, "memory_key", sealed_key)
+            content = seal.open(SEARCH_TERMS, memory_id, memory_id, "content", sealed_content)
+            if REDACTED not in (key, content):
+                opened.append((memory_id, revision, key, content))
+        found = opened
         if not found:
             return 0
         vectors = service.passages([passage_text(key, content) for _, _, key, content in found])
@@ -246,7 +276,7 @@ class Embeddings(Projection):
                     model,
                     [row[0] for row in found],
                     [row[1] for row in found],
-                    [to_bytes(v) for v in vectors],
+                    [_seal_vector(seal, row[0], v) for row, v in zip(found, vectors, strict=True)],
                 ),
             )
             updated = cur.fetchall()
@@ -259,6 +289,7 @@ class Embeddings(Projection):
         table: Composed,
         rows: RowChanges,
         texts: dict[UUID, tuple[str | None, str]],
+        seal: RowSeal,
     ) -> None:
         """Fill the vectors of the batch's new and changed memories, in one embedder call."""
         service = self.service
@@ -271,7 +302,10 @@ class Embeddings(Projection):
                 SQL("SELECT memory_id, memory_key FROM {} WHERE memory_id = ANY(%s)").format(table),
                 (unknown,),
             )
-            keys = {memory_id: memory_key for memory_id, memory_key in cur.fetchall()}
+            keys = {
+                memory_id: seal.open(TABLE_NAME, memory_id, memory_id, "memory_key", memory_key)
+                for memory_id, memory_key in cur.fetchall()
+            }
         wanted: list[tuple[UUID, str]] = []
         for key, (memory_key, content) in texts.items():
             memory_key = memory_key or keys.get(key)
@@ -281,7 +315,7 @@ class Embeddings(Projection):
         if vectors is None:
             return  # off or failing: the rows keep no vector (a rebuild fills them later)
         for (key, _), vector in zip(wanted, vectors, strict=True):
-            rows.change(key, {"model": service.model_id, "vector": to_bytes(vector)})
+            rows.change(key, {"model": service.model_id, "vector": _seal_vector(seal, key, vector)})
 
 
 def _stamps(t: Tables) -> Composed:

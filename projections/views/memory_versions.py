@@ -12,6 +12,7 @@ from psycopg.sql import SQL, Composed
 from domain.model.memory import Memory
 from projections.base import Projection
 from projections.envelope import Envelope, EventKinds
+from projections.sealed import vacuum_promptly
 from projections.tracking import Tables
 from projections.views._rows import ReadSource, copy_rows
 
@@ -31,7 +32,7 @@ class MemoryVersions(Projection):
                 " memory_id uuid NOT NULL,"
                 " revision integer NOT NULL,"
                 " user_id text NOT NULL,"
-                " content text NOT NULL,"
+                " content bytea NOT NULL,"
                 " category text NOT NULL,"
                 " scope_type text NOT NULL,"
                 " workspace_type text NULL,"
@@ -40,7 +41,8 @@ class MemoryVersions(Projection):
                 " source_candidate_id uuid NULL,"
                 " created_at timestamptz NOT NULL,"
                 " PRIMARY KEY (memory_id, revision))"
-            ).format(t["memory_versions"])
+            ).format(t["memory_versions"]),
+            vacuum_promptly(t["memory_versions"]),
         ]
 
     def apply(self, cur: Cursor[Any], t: Tables, batch: Sequence[Envelope]) -> None:
@@ -74,6 +76,10 @@ class MemoryVersions(Projection):
                 ),
             )
         table = t["memory_versions"]
+        seal = t.seal
+        for (memory_id, revision), (index, row) in rows.items():
+            sealed = seal.seal(_TABLE, f"{memory_id}/{revision}", memory_id, "content", row[3])
+            rows[(memory_id, revision)] = (index, (*row[:3], sealed, *row[4:]))
         if forgotten:
             cur.execute(
                 SQL("DELETE FROM {} WHERE memory_id = ANY(%s)").format(table), (list(forgotten),)
@@ -90,6 +96,7 @@ class MemoryVersions(Projection):
             )
 
 
+_TABLE = "memory_versions"
 _COLUMNS = (
     "memory_id",
     "revision",
@@ -107,7 +114,7 @@ _TYPES = (
     "uuid",
     "int4",
     "text",
-    "text",
+    "bytea",
     "text",
     "text",
     "text",
@@ -131,8 +138,8 @@ _KINDS: EventKinds[str | None] = EventKinds(
 
 
 def versions(src: ReadSource, user_id: str, memory_id: UUID) -> list[dict[str, Any]]:
-    """Every revision of a live memory, ascending."""
-    return src.all(
+    """Every revision of a live memory, ascending (shredded content reads as REDACTED)."""
+    rows = src.all(
         SQL(
             "SELECT revision, content, category, scope_type, workspace_type, change_type,"
             " changed_via, source_candidate_id, created_at FROM {}"
@@ -140,3 +147,8 @@ def versions(src: ReadSource, user_id: str, memory_id: UUID) -> list[dict[str, A
         ).format(src.t["memory_versions"]),
         (memory_id, user_id),
     )
+    seal = src.t.seal
+    for row in rows:
+        row_id = f"{memory_id}/{row['revision']}"
+        row["content"] = seal.open(_TABLE, row_id, memory_id, "content", row["content"])
+    return rows

@@ -25,6 +25,7 @@ from uuid import UUID
 from psycopg import Connection, Cursor
 from psycopg.sql import SQL, Composed
 
+from domain.model.events import REDACTED
 from domain.model.values import SOURCE_TYPES, Scope
 from projections.base import Projection
 from projections.envelope import Envelope
@@ -37,6 +38,7 @@ from projections.memory_kinds import OTHER as _OTHER
 from projections.memory_kinds import RESTORED as _RESTORED
 from projections.memory_kinds import SCHEDULE as _SCHEDULE
 from projections.memory_kinds import SUPPRESSED as _SUPPRESSED
+from projections.sealed import RowSeal, vacuum_promptly
 from projections.tracking import Tables
 from projections.views import profile_changes
 from projections.views._rows import RowChanges, copy_rows
@@ -85,13 +87,14 @@ class Profile(Projection):
                 " user_id text NOT NULL,"
                 " memory_id uuid NOT NULL,"
                 " field text NOT NULL,"
-                " value text NOT NULL,"
+                " value bytea NOT NULL,"
                 " scope_type text NOT NULL,"
                 " workspace_type text NULL,"
                 " active boolean NOT NULL,"
                 " updated_at timestamptz NOT NULL,"
                 " PRIMARY KEY (memory_id, field))"
             ).format(t["profile_sources"]),
+            vacuum_promptly(t["profile_sources"]),
             SQL("CREATE INDEX IF NOT EXISTS {} ON {} (user_id, field)").format(
                 t.index("profile_sources", "user_field"), t["profile_sources"]
             ),
@@ -183,7 +186,13 @@ _SOURCE_COLUMNS = (
     "active",
     "updated_at",
 )
-_SOURCE_TYPES = ("text", "uuid", "text", "text", "text", "text", "bool", "timestamptz")
+_SOURCE_TYPES = ("text", "uuid", "text", "bytea", "text", "text", "bool", "timestamptz")
+_SOURCES = "profile_sources"
+
+
+def _open_value(seal: RowSeal, memory_id: UUID, field: str, sealed: bytes) -> str:
+    """A stored profile value (sealed with its memory's data key), REDACTED once shredded."""
+    return seal.open(_SOURCES, f"{memory_id}/{field}", memory_id, "value", sealed)
 
 
 def _derive(memory: _Memory, event: Any) -> dict[str, str]:
@@ -213,10 +222,11 @@ def _stored(
         (list(wanted),),
     )
     found: dict[UUID, tuple[str, bool, dict[str, str]]] = {}
+    seal = t.seal
     for memory_id, key, active, name, value in cur.fetchall():
         fields = found.setdefault(memory_id, (key, active, {}))[2]
         if name is not None:
-            fields[name] = value
+            fields[name] = _open_value(seal, memory_id, name, value)
     return found
 
 
@@ -239,6 +249,7 @@ def _write_sources(
             SQL("DELETE FROM {} WHERE memory_id = ANY(%s)").format(table), (list(replaced),)
         )
     rows = []
+    seal = t.seal
     for memory_id, memory in state.items():
         if memory.rows:
             user, scope, workspace = memory.owner
@@ -248,7 +259,7 @@ def _write_sources(
                         user,
                         memory_id,
                         name,
-                        value,
+                        seal.seal(_SOURCES, f"{memory_id}/{name}", memory_id, "value", value),
                         scope,
                         workspace,
                         memory.active,
@@ -303,7 +314,13 @@ def profile_of(
         params.append([scope.label() for scope in visible_scopes])
     query += SQL(" ORDER BY s.updated_at DESC, s.memory_id")
     profile: dict[str, ProfileField] = {}
-    for name, value, memory_id in conn.execute(query, params).fetchall():
+    found = conn.execute(query, params).fetchall()
+    seal = tables.seal
+    seal.prefetch(row[2] for row in found)
+    for name, sealed, memory_id in found:
+        value = _open_value(seal, memory_id, name, sealed)
+        if value == REDACTED:
+            continue  # its memory was forgotten since (its row goes with the next batch)
         current = profile.setdefault(name, ProfileField(value, []))
         if current.value == value:
             current.memory_ids.append(memory_id)

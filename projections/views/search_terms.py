@@ -1,13 +1,15 @@
-"""Search terms: each live memory with the ranker's document terms, under a per-user GIN index.
+"""Search terms: each live memory with the ranker's document terms, under a GIN index.
 
-`terms` holds `index_terms(memory_key, content)` (projections/views/terms.py), each prefixed with
-`user_id:` so that a GIN lookup only meets the user's own rows. A forgotten memory leaves no
-row; a memory whose personal fields were redacted keeps its row but has no terms.
+`terms` holds the keyed hashes (`RowSeal.hasher(user_id, "term")`) of `index_terms(memory_key,
+content)` (projections/views/terms.py), never the words: the user's key makes them the user's
+own, so a GIN lookup only meets the user's rows, and a query's terms are hashed alike
+(`term_hashes`). Key and content are sealed like active_memories'. A forgotten memory leaves
+no row; a memory whose personal fields were redacted keeps its row but has no terms.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -18,12 +20,15 @@ from domain.model.events import REDACTED
 from domain.model.values import Scope
 from projections.base import Projection
 from projections.envelope import Envelope
+from projections.sealed import RowSeal, vacuum_promptly
 from projections.tracking import Tables
 from projections.views._memory_rows import (
     MEMORY_ID,
     STATE_BEFORE_CREATED,
     STATE_FROM_UPDATED,
     fold_memory_events,
+    open_memory_rows,
+    seal_memory_rows,
 )
 from projections.views._rows import (
     Column,
@@ -35,9 +40,19 @@ from projections.views._rows import (
 )
 from projections.views.terms import index_terms, key_terms
 
-__all__ = ["COLUMNS", "SEP", "SearchTerms", "next_shadow_expiry", "prefixed_terms"]
+__all__ = [
+    "COLUMNS",
+    "TABLE_NAME",
+    "SearchTerms",
+    "hashed_terms",
+    "next_shadow_expiry",
+    "open_search_rows",
+    "stored_key_terms",
+    "stored_terms",
+    "term_hashes",
+]
 
-SEP = ":"
+TABLE_NAME = "search_terms"
 TABLE = (
     *STATE_BEFORE_CREATED,
     *STATE_FROM_UPDATED,
@@ -48,16 +63,41 @@ COLUMNS = column_names(TABLE)
 TYPES = column_types(MEMORY_ID, TABLE)
 
 
-def stored_key_terms(memory_key: str) -> list[str]:
-    """The terms of the key's words alone (sorted, unprefixed); none when redacted."""
-    return [] if memory_key == REDACTED else key_terms(memory_key)
+def term_hashes(seal: RowSeal, user_id: str) -> Callable[[str], str]:
+    """How a term of this user is stored and looked up (a keyed hash)."""
+    return seal.hasher(user_id, "term")
 
 
-def prefixed_terms(user_id: str, memory_key: str, content: str) -> list[str]:
-    """The stored terms of a memory: sorted, each `user_id:term`; none when redacted."""
+def hashed_terms(hasher: Callable[[str], str], terms: list[str]) -> list[str]:
+    return sorted(map(hasher, terms))
+
+
+def stored_terms(seal: RowSeal, user_id: str, memory_key: str, content: str) -> list[str]:
+    """The stored terms of a memory: hashed, sorted; none when redacted."""
     if REDACTED in (memory_key, content):
         return []
-    return [user_id + SEP + term for term in index_terms(memory_key, content)]
+    return hashed_terms(term_hashes(seal, user_id), index_terms(memory_key, content))
+
+
+def stored_key_terms(seal: RowSeal, user_id: str, memory_key: str) -> list[str]:
+    """The hashed terms of the key's words alone (sorted); none when redacted."""
+    if memory_key == REDACTED:
+        return []
+    return hashed_terms(term_hashes(seal, user_id), key_terms(memory_key))
+
+
+def open_search_rows(rows: list[dict[str, Any]], seal: RowSeal) -> list[dict[str, Any]]:
+    """Fetched rows with key and content opened, and their clear `terms` and `key_terms`
+    computed again from them (the stored ones are hashes): what ranking reads."""
+    open_memory_rows(rows, TABLE_NAME, seal)
+    for row in rows:
+        memory_key, content = row["memory_key"], row["content"]
+        if REDACTED in (memory_key, content):
+            row["terms"], row["key_terms"] = frozenset(), frozenset()
+        else:
+            row["terms"] = frozenset(index_terms(memory_key, content))
+            row["key_terms"] = frozenset(key_terms(memory_key))
+    return rows
 
 
 class SearchTerms(Projection):
@@ -70,10 +110,11 @@ class SearchTerms(Projection):
         table = t["search_terms"]
         return [
             create_table(table, MEMORY_ID, TABLE),
+            vacuum_promptly(table),
             SQL("CREATE INDEX IF NOT EXISTS {} ON {} USING gin (terms)").format(
                 t.index("search_terms", "terms"), table
             ),
-            SQL("CREATE INDEX IF NOT EXISTS {} ON {} (user_id, memory_key)").format(
+            SQL("CREATE INDEX IF NOT EXISTS {} ON {} (user_id, key_hash)").format(
                 t.index("search_terms", "user_key"), table
             ),
             # The newest rows of a category first: a query that only names a category reads a
@@ -96,14 +137,17 @@ class SearchTerms(Projection):
     def apply(self, cur: Cursor[Any], t: Tables, batch: Sequence[Envelope]) -> None:
         rows = RowChanges(t["search_terms"], "memory_id", COLUMNS, TYPES)
         fold_memory_events(rows, batch)
+        seal = t.seal
         for row in rows.new.values():
-            row["terms"] = prefixed_terms(row["user_id"], row["memory_key"], row["content"])
-            row["key_terms"] = stored_key_terms(row["memory_key"])
-        _terms_of_changed_content(cur, rows)
+            user_id, memory_key = row["user_id"], row["memory_key"]
+            row["terms"] = stored_terms(seal, user_id, memory_key, row["content"])
+            row["key_terms"] = stored_key_terms(seal, user_id, memory_key)
+        _terms_of_changed_content(cur, rows, seal)
+        seal_memory_rows(rows, TABLE_NAME, seal)
         rows.flush(cur)
 
 
-def _terms_of_changed_content(cur: Cursor[Any], rows: RowChanges) -> None:
+def _terms_of_changed_content(cur: Cursor[Any], rows: RowChanges, seal: RowSeal) -> None:
     """Add new terms to the content changes of older rows (from their stored user and key)."""
     changed = [key for key, values in rows.updates.items() if "content" in values]
     if not changed:
@@ -116,9 +160,10 @@ def _terms_of_changed_content(cur: Cursor[Any], rows: RowChanges) -> None:
         binary=True,
     )
     updates = rows.updates
-    for memory_id, user_id, memory_key in cur.fetchall():
+    for memory_id, user_id, sealed_key in cur.fetchall():
+        memory_key = seal.open(TABLE_NAME, memory_id, memory_id, "memory_key", sealed_key)
         values = updates[memory_id]
-        values["terms"] = prefixed_terms(user_id, memory_key, values["content"])
+        values["terms"] = stored_terms(seal, user_id, memory_key, values["content"])
 
 
 def next_shadow_expiry(

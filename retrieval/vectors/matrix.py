@@ -32,7 +32,7 @@ from psycopg.sql import SQL
 from domain.model.values import Scope
 from projections.reads import Reads
 from projections.tracking import TRACKING, Tables
-from projections.views.embeddings import DTYPE, STAMPS, Vectors
+from projections.views.embeddings import DTYPE, STAMPS, Vectors, open_vector
 
 __all__ = ["UserVectors", "VectorKey", "load_user_vectors", "read_vector_key"]
 
@@ -106,7 +106,7 @@ def _load_statement(schema: str) -> str:
         SQL(
             "SELECT {key}, d.* FROM (SELECT 1) one LEFT JOIN ("
             " SELECT s.memory_id, s.revision, s.scope_type, s.workspace_type, s.category,"
-            "  s.memory_key, s.expires_at, e.vector"
+            "  s.key_hash AS memory_key, s.expires_at, e.vector"
             " FROM {terms} s LEFT JOIN {embeddings} e ON e.memory_id = s.memory_id"
             "  AND e.user_id = %(user)s AND e.revision = s.revision AND e.model = %(model)s"
             "  AND e.vector IS NOT NULL"
@@ -188,7 +188,14 @@ def load_user_vectors(reads: Reads, user_id: str, model: str, dim: int) -> UserV
     params = {**_params(reads, user_id), "model": model}
     with reads.pool.connection() as conn, conn.cursor(binary=True) as cur:
         rows = cur.execute(_load_statement(reads.t.schema), params).fetchall()
-    return _assemble(_key(rows[0]), [r[5:] for r in rows if r[5] is not None], dim)
+    return _assemble(_key(rows[0]), _opened(reads, [r[5:] for r in rows if r[5] is not None]), dim)
+
+
+def _opened(reads: Reads, rows: list[Sequence[Any]]) -> list[Sequence[Any]]:
+    """The rows with their sealed vectors opened (None once the memory's key is gone)."""
+    seal = reads.t.seal
+    seal.prefetch(r[0] for r in rows if r[7] is not None)
+    return [r if r[7] is None else (*r[:7], open_vector(seal, r[0], r[7]), *r[8:]) for r in rows]
 
 
 def _assemble(key: VectorKey, rows: list[Sequence[Any]], dim: int) -> UserVectors:

@@ -29,7 +29,7 @@ from domain.model.values import Scope
 from projections.reads import Reads
 from projections.tracking import Tables
 from projections.views.search_terms import COLUMNS as SEARCH_COLUMNS
-from projections.views.search_terms import SEP
+from projections.views.search_terms import open_search_rows
 from retrieval.vectors.matrix import UserVectors, load_user_vectors, read_vector_key
 from retrieval.vectors.matrix_cache import MatrixCache
 from retrieval.vectors.service import Vectors
@@ -172,7 +172,4 @@ class VectorReads:
         with self.reads.pool.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
             rows = cur.execute(statement, (list(wanted), user_id)).fetchall()
         rows = [row for row in rows if wanted[row["memory_id"]] == row["revision"]]
-        for row in rows:
-            cut = len(row["user_id"]) + len(SEP)
-            row["terms"] = [term[cut:] for term in row["terms"]]
-        return rows
+        return open_search_rows(rows, self.t.seal)

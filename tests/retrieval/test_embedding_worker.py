@@ -21,7 +21,8 @@ from domain.ledger.ledger import MemoryLedger
 from domain.model.values import Scope
 from projections.reads import Reads
 from projections.registry import main_projections
-from projections.views.embeddings import Embeddings
+from projections.tracking import Tables
+from projections.views.embeddings import Embeddings, open_vector
 from projections.worker import ProjectionWorker
 from retrieval.vectors.matrix import read_vector_key
 from retrieval.vectors.service import (
@@ -74,7 +75,8 @@ def vectors(worker: ProjectionWorker) -> dict[UUID, Any]:
         rows = conn.execute(
             f"SELECT memory_id, vector FROM {worker.schema}.memledger_embeddings"
         ).fetchall()
-    return {memory_id: vector for memory_id, vector in rows}
+    seal = Tables(worker.schema).seal  # stored sealed with each memory's data key
+    return {memory_id: open_vector(seal, memory_id, vector) for memory_id, vector in rows}
 
 
 def until(condition: Callable[[], bool], seconds: float = 20.0) -> bool:

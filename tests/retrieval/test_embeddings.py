@@ -18,6 +18,8 @@ from domain.model.values import Scope
 from projections.reads import Reads
 from projections.rebuild import rebuild
 from projections.registry import all_projections, select
+from projections.tracking import Tables
+from projections.views.embeddings import open_vector
 from projections.worker import ProjectionWorker
 from retrieval.vectors.service import EmbedderError, EmbeddingService, from_bytes, passage_text
 
@@ -27,11 +29,15 @@ SECRET = "test-secret-of-at-least-32-bytes-long!"
 
 def vector_row(worker: ProjectionWorker, memory_id: UUID) -> tuple[Any, ...] | None:
     with worker.pool.connection() as conn:
-        return conn.execute(
+        row = conn.execute(
             f"SELECT revision, model, vector FROM {worker.schema}.memledger_embeddings"
             " WHERE memory_id = %s",
             (memory_id,),
         ).fetchone()
+    if row is None:
+        return None
+    # The vector is stored sealed with the memory's data key.
+    return (*row[:2], open_vector(Tables(worker.schema).seal, memory_id, row[2]))
 
 
 def create(ledger: MemoryLedger, key: str, content: str, user: str = "alice") -> UUID:
