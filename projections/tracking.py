@@ -6,12 +6,12 @@ import hashlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import psycopg
 from psycopg import Connection, Cursor
 from psycopg.sql import SQL, Composed
 
 from projections.base import Projection
 from projections.envelope import Envelope
+from projections.quarantine import apply_isolated, failure
 from projections.tables import Tables
 
 __all__ = [
@@ -90,10 +90,12 @@ def apply_batch(
     Each projection's tracking row is locked first, so a concurrent runner waits and then skips
     what this one applied. All in one transaction, one savepoint per projection.
 
-    A projection that raises is rolled back to its savepoint, reported to `failed` and left
-    out (its position does not move); the others, rows and positions, commit together. So a
-    batch costs one commit, not one per projection, and a broken projection still never holds
-    the others back. Database errors that break the connection (OperationalError) propagate:
+    An event a projection cannot apply is quarantined and its position moves past it, its
+    other events applied (projections/quarantine.py). A projection that cannot run at all
+    is rolled back to its savepoint, reported to `failed` and left out (its position does not
+    move); the others, rows and positions, commit together. So a batch costs one commit, not
+    one per projection, and a broken projection still never holds the others back. Transient
+    database errors (the connection lost, a serialization failure, a timeout) propagate:
     then nothing of the batch is committed. Returns the projections that applied the batch.
     """
     done: list[Projection] = []
@@ -104,11 +106,11 @@ def apply_batch(
                     position = locked_position(cur, t, projection.name)
                     pending = [e for e in batch if e.position > position]
                     if pending:
-                        projection.apply(cur, t, pending)
+                        apply_isolated(conn, cur, projection, t, pending)
                         set_position(cur, t, projection.name, pending[-1].position)
-            except psycopg.OperationalError:
-                raise
             except Exception as error:
+                if failure(error, conn) == "transient":
+                    raise
                 failed(projection, error)
             else:
                 done.append(projection)
