@@ -6,7 +6,7 @@ from typing import Any
 
 from fastapi import APIRouter, Path, Response
 
-from api.deps import CurrentIdentity, FreshReads, ServicesDep
+from api.deps import ActiveMemoryReads, CurrentIdentity, ServicesDep
 from api.schemas.memories import LegacyMemory
 from domain.model.values import Scope
 
@@ -17,7 +17,7 @@ router = APIRouter(prefix="/me/memories", tags=["legacy"])
 
 @router.get("", response_model=list[LegacyMemory])
 def list_global_memories(
-    identity: CurrentIdentity, reads: FreshReads, services: ServicesDep
+    identity: CurrentIdentity, reads: ActiveMemoryReads, services: ServicesDep
 ) -> list[LegacyMemory]:
     """The caller's active global memories as {memory_key, content, category}."""
     found: list[LegacyMemory] = []

@@ -33,7 +33,14 @@ from uuid import UUID
 from fastapi import APIRouter
 
 from api.auth import Identity
-from api.deps import CurrentIdentity, FreshReads, Services, ServicesDep
+from api.deps import (
+    ActiveMemoryReads,
+    CurrentIdentity,
+    SearchReads,
+    Services,
+    ServicesDep,
+    VisibilityReads,
+)
 from api.schemas.candidates import candidate_out
 from api.schemas.memories import memory_out
 from api.schemas.tools import (
@@ -83,7 +90,7 @@ def list_tools(identity: CurrentIdentity) -> list[ToolSpec]:
 
 @router.post("/search_core_memories", response_model=SearchResultOut)
 def search_core_memories(
-    body: SearchBody, identity: CurrentIdentity, services: ServicesDep, reads: FreshReads
+    body: SearchBody, identity: CurrentIdentity, services: ServicesDep, reads: SearchReads
 ) -> SearchResultOut:
     """A few relevant memories within the token budget; no match: no items."""
     with _tool(services, identity, "search_core_memories") as workspace:
@@ -138,7 +145,7 @@ def search_core_memories(
 
 @router.post("/list_core_memories", response_model=ListResult)
 def list_core_memories(
-    body: ListBody, identity: CurrentIdentity, services: ServicesDep, reads: FreshReads
+    body: ListBody, identity: CurrentIdentity, services: ServicesDep, reads: ActiveMemoryReads
 ) -> ListResult:
     """The visible active, unexpired memories, newest first (at most 200)."""
     with _tool(services, identity, "list_core_memories") as workspace:
@@ -182,7 +189,7 @@ def save_core_memory(
 
 @router.post("/update_core_memory", response_model=UpdateResult)
 def update_core_memory(
-    body: UpdateBody, identity: CurrentIdentity, services: ServicesDep, reads: FreshReads
+    body: UpdateBody, identity: CurrentIdentity, services: ServicesDep, reads: VisibilityReads
 ) -> UpdateResult:
     """Correct content and/or category at the memory's current revision."""
     _check_values(None, body.content, body.category, identity.workspace)
@@ -205,7 +212,7 @@ def update_core_memory(
 
 @router.post("/forget_core_memory", response_model=ForgetResult)
 def forget_core_memory(
-    body: ForgetBody, identity: CurrentIdentity, services: ServicesDep, reads: FreshReads
+    body: ForgetBody, identity: CurrentIdentity, services: ServicesDep, reads: VisibilityReads
 ) -> ForgetResult:
     """Forget irrecoverably."""
     with _tool(services, identity, "forget_core_memory") as workspace:
@@ -218,7 +225,7 @@ def forget_core_memory(
 
 @router.post("/propose_core_memory", response_model=ProposeResult)
 def propose_core_memory(
-    body: ProposeBody, identity: CurrentIdentity, services: ServicesDep, reads: FreshReads
+    body: ProposeBody, identity: CurrentIdentity, services: ServicesDep, reads: ActiveMemoryReads
 ) -> ProposeResult:
     """Inferred information becomes a candidate (a replace candidate when the key is taken)."""
     key, content, category = _check_values(

@@ -30,6 +30,7 @@ from psycopg_pool import ConnectionPool
 
 from domain.ledger.ledger import MemoryLedger
 from projections.base import Projection
+from projections.quarantine import QUARANTINE, copy_quarantine, create_quarantine
 from projections.rebuild.lanes import (
     Fill,
     apply,
@@ -40,7 +41,6 @@ from projections.rebuild.lanes import (
 )
 from projections.rebuild.processes import Unpartitionable, can_partition, fill_partitioned
 from projections.rebuild.reading import ReadAhead, ledger_reader
-from projections.quarantine import QUARANTINE, copy_quarantine, create_quarantine
 from projections.tables import Tables
 from projections.tracking import locked_position, set_position
 

@@ -81,7 +81,8 @@ def test_a_nul_the_database_refuses_is_quarantined_and_the_rest_applied(
     assert worker.quarantined()["candidates"] == 1
     # Nothing but ids, the topic and the error's class and code: no content, no message.
     with worker.pool.connection() as conn:
-        text = str(conn.execute(SQL("SELECT * FROM {}").format(worker.tables[QUARANTINE])).fetchall())
+        stored = conn.execute(SQL("SELECT * FROM {}").format(worker.tables[QUARANTINE]))
+        text = str(stored.fetchall())
     assert "secret" not in text and NUL_CONVERSATION not in text and "poison" not in text
     # The other projections applied the poisoned event as any other.
     assert any(r["position"] == poisoned for r in rows(worker, "audit_log"))
@@ -192,9 +193,7 @@ def test_rebuild_quarantines_on_its_own_when_the_live_projection_never_did(
     live = make_worker(all_projections())
     live.catch_up()
     assert entries(live) == []
-    report = rebuild(
-        ledger, live.pool, pg_schema, [FailingActiveMemories({ids[1]})], processes=1
-    )
+    report = rebuild(ledger, live.pool, pg_schema, [FailingActiveMemories({ids[1]})], processes=1)
     assert report.differences["quarantine/active_memories"] == 1  # the live one had none
     assert [e[0] for e in entries(live)] == ["active_memories"]
     assert {r["memory_id"] for r in rows(live, "active_memories")} == set(ids) - {ids[1]}
