@@ -120,4 +120,3 @@ def test_a_read_waits_only_for_the_projections_it_reads(
     assert answers["search"].json()["items"][0]["memory_id"] == memory_id
     # The one read of the stalled projection cannot show the write: 503, not a stale answer.
     assert client.get("/me/memory-candidates", headers=auth()).status_code == 503
-
