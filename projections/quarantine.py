@@ -1,9 +1,9 @@
 """Events a projection cannot apply: set aside, so the projection moves on past them.
 
-`apply_isolated` applies a batch to one projection; when the batch fails on an event (a
-value the database refuses, a handler that raises), it applies the events one by one and
-records each one that fails in the quarantine table instead, inside the same transaction as
-the rows and the position. What fails is classified by `failure`:
+When a batch fails on an event (a value the database refuses, a handler that raises), the
+batch is applied again one event at a time (`apply_each`), and each event that fails is
+recorded in the quarantine table instead, inside the same transaction as the rows and the
+position. What fails is classified by `failure`:
 
 - `transient`: the database or the network is unwell (connection lost, serialization
   failure, deadlock, lock or statement timeout, shutdown, out of resources). Raised: the
@@ -39,6 +39,7 @@ from projections.tables import Tables
 __all__ = [
     "QUARANTINE",
     "Quarantined",
+    "apply_each",
     "apply_isolated",
     "copy_quarantine",
     "create_quarantine",
@@ -115,21 +116,31 @@ def apply_isolated(
     t: Tables,
     events: Sequence[Envelope],
 ) -> int:
-    """Apply `events` to the projection, quarantining those it cannot apply; returns how many
-    it quarantined. The caller's transaction holds the rows and the quarantine alike.
-
-    Raises what is not an event's failure (transient or broken) without quarantining.
-    """
+    """Apply `events` to the projection in a savepoint, else `apply_each`; returns how many
+    events it quarantined."""
     try:
         with conn.transaction():
             projection.apply(cur, t, events)
         return 0
     except Exception as error:
-        if failure(error, conn) != "event" or len(events) == 0:
+        if failure(error, conn) != "event":
             raise
-        if len(events) == 1:
-            _record(cur, t, projection.name, events[0], error)
-            return 1
+    return apply_each(conn, cur, projection, t, events)
+
+
+def apply_each(
+    conn: Connection[Any],
+    cur: Cursor[Any],
+    projection: Projection,
+    t: Tables,
+    events: Sequence[Envelope],
+) -> int:
+    """Apply `events` one by one, each in a savepoint, quarantining those the projection cannot
+    apply; returns how many it quarantined. The caller's transaction holds the rows and the
+    quarantine alike.
+
+    Raises what is not an event's failure (transient or broken) without quarantining.
+    """
     set_aside = 0
     for envelope in events:
         try:

@@ -11,7 +11,7 @@ from psycopg.sql import SQL, Composed
 
 from projections.base import Projection
 from projections.envelope import Envelope
-from projections.quarantine import apply_isolated, failure
+from projections.quarantine import apply_each, failure
 from projections.tables import Tables
 
 __all__ = [
@@ -102,12 +102,12 @@ def apply_batch(
     with conn.transaction():
         for projection in projections:
             try:
-                with conn.transaction(), conn.cursor() as cur:
-                    position = locked_position(cur, t, projection.name)
-                    pending = [e for e in batch if e.position > position]
-                    if pending:
-                        apply_isolated(conn, cur, projection, t, pending)
-                        set_position(cur, t, projection.name, pending[-1].position)
+                try:
+                    _advance(conn, projection, t, batch, one_by_one=False)
+                except Exception as error:  # an event's failure: again, one event at a time
+                    if failure(error, conn) != "event":
+                        raise
+                    _advance(conn, projection, t, batch, one_by_one=True)
             except Exception as error:
                 if failure(error, conn) == "transient":
                     raise
@@ -115,3 +115,24 @@ def apply_batch(
             else:
                 done.append(projection)
     return done
+
+
+def _advance(
+    conn: Connection[Any],
+    projection: Projection,
+    t: Tables,
+    batch: Sequence[Envelope],
+    *,
+    one_by_one: bool,
+) -> None:
+    """In a savepoint: lock the projection's position, apply the events after it (together,
+    or `one_by_one`, quarantining those it cannot apply), and move it to the last."""
+    with conn.transaction(), conn.cursor() as cur:
+        position = locked_position(cur, t, projection.name)
+        pending = [e for e in batch if e.position > position]
+        if pending:
+            if one_by_one:
+                apply_each(conn, cur, projection, t, pending)
+            else:
+                projection.apply(cur, t, pending)
+            set_position(cur, t, projection.name, pending[-1].position)

@@ -59,11 +59,13 @@ class ProjectionWorker:
 
     Run it in-process (`start()`/`stop()`) or as its own process (`run()`). Each projection is
     run by the one worker holding its advisory lock; other workers stand by. Database errors
-    restart the loop with exponential back-off; a projection whose batch fails is retried
-    later without holding the others back. Several workers may share a process, each over its
-    own projections (`name` names its thread): the embeddings projection has one of its own,
-    with small batches, so that slow embedding never holds back the others. When caught up, a
-    worker lets its projections `backfill` step by step, catching up again between steps.
+    restart the loop with exponential back-off; an event a projection cannot apply is
+    quarantined and the projection moves on (projections/quarantine.py); a projection that
+    cannot run at all is retried later without holding the others back. Several workers may
+    share a process, each over its own projections (`name` names its thread): the embeddings
+    projection has one of its own, with small batches, so that slow embedding never holds back
+    the others. When caught up, a worker lets its projections `backfill` step by step,
+    catching up again between steps.
     """
 
     def __init__(
