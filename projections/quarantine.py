@@ -118,13 +118,8 @@ def apply_isolated(
 ) -> int:
     """Apply `events` to the projection in a savepoint, else `apply_each`; returns how many
     events it quarantined."""
-    try:
-        with conn.transaction():
-            projection.apply(cur, t, events)
+    if _attempt(conn, cur, projection, t, events) is None:
         return 0
-    except Exception as error:
-        if failure(error, conn) != "event":
-            raise
     return apply_each(conn, cur, projection, t, events)
 
 
@@ -143,15 +138,29 @@ def apply_each(
     """
     set_aside = 0
     for envelope in events:
-        try:
-            with conn.transaction():
-                projection.apply(cur, t, [envelope])
-        except Exception as error:
-            if failure(error, conn) != "event":
-                raise
+        error = _attempt(conn, cur, projection, t, [envelope])
+        if error is not None:
             _record(cur, t, projection.name, envelope, error)
             set_aside += 1
     return set_aside
+
+
+def _attempt(
+    conn: Connection[Any],
+    cur: Cursor[Any],
+    projection: Projection,
+    t: Tables,
+    events: Sequence[Envelope],
+) -> Exception | None:
+    """Apply in a savepoint; an event's failure is rolled back and returned, others raised."""
+    try:
+        with conn.transaction():
+            projection.apply(cur, t, events)
+    except Exception as error:
+        if failure(error, conn) != "event":
+            raise
+        return error
+    return None
 
 
 def _record(
