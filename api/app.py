@@ -47,6 +47,7 @@ def create_app(services: Services, *, max_lag: int = 1000) -> FastAPI:
     services.metrics.watch(
         StateCollector(
             lags=lambda: {**_lags(services.worker), **_lags(services.embedding_worker)},
+            quarantined=lambda: _quarantined(services),
             expired=services.reads.expired_count,
             embeddings=lambda: services.embeddings.state() if services.embeddings else None,
             unembedded=VectorReads(services.reads).without_vector,
@@ -64,19 +65,27 @@ def create_app(services: Services, *, max_lag: int = 1000) -> FastAPI:
 
     @app.get("/readyz", tags=["operations"], response_model=None)
     def readyz() -> Any:
-        """200 when the ledger is reachable and projections lag at most `max_lag` events."""
+        """200 when the ledger is reachable and projections lag at most `max_lag` events.
+
+        Quarantined events (a projection set aside events it could not apply) leave it ready
+        but `degraded`, with the count per projection under `quarantined`.
+        """
         try:
             position = services.ledger.position()
             lags = _lags(services.worker)
             embedding_lags = _lags(services.embedding_worker)
+            quarantined = _quarantined(services)
         except Exception as error:  # any failure means not ready
             return JSONResponse(
                 {"status": "unavailable", "detail": type(error).__name__}, status_code=503
             )
+        search = _search_state(services)
         body = {
             "ledger_position": position,
             "projection_lag": {**lags, **embedding_lags},
-            **_search_state(services),
+            "quarantined": quarantined,
+            **search,
+            "degraded": search["degraded"] or any(quarantined.values()),
         }
         # Embeddings lagging (a bulk import being embedded) only delay vectors: still ready.
         if any(lag > max_lag for lag in lags.values()):
@@ -93,6 +102,15 @@ def create_app(services: Services, *, max_lag: int = 1000) -> FastAPI:
 
 def _lags(worker: ProjectionWorker | None) -> dict[str, int]:
     return {s.name: s.lag for s in worker.status()} if worker is not None else {}
+
+
+def _quarantined(services: Services) -> dict[str, int]:
+    """Events each projection set aside (0: none), main projections and embeddings."""
+    counts: dict[str, int] = {}
+    for worker in (services.worker, services.embedding_worker):
+        if worker is not None:
+            counts.update(worker.quarantined())
+    return counts
 
 
 def _search_state(services: Services) -> dict[str, Any]:

@@ -7,7 +7,7 @@ import inspect
 import logging
 import re
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, Final
@@ -24,6 +24,13 @@ from domain.ledger.ledger import MemoryLedger
 from domain.ledger.results import Outcome
 from domain.model.values import check_id
 from projections.reads import Reads
+from projections.views.active_memories import ActiveMemories
+from projections.views.audit_log import AuditLog
+from projections.views.candidates import Candidates
+from projections.views.memory_versions import MemoryVersions
+from projections.views.search_terms import SearchTerms
+from projections.views.tombstones import Tombstones
+from projections.views.user_revisions import UserRevisions
 from projections.worker import ProjectionWorker
 from retrieval.cache import QueryCache, SearchKey
 from retrieval.search import Found
@@ -31,13 +38,18 @@ from retrieval.vectors.service import EmbeddingService
 
 __all__ = [
     "MODES",
+    "ActiveMemoryReads",
+    "CandidateReads",
     "CurrentIdentity",
-    "FreshReads",
     "Identity",
     "InvalidToken",
+    "MemoryReads",
+    "SearchReads",
     "Services",
     "ServicesDep",
     "UserRoute",
+    "VersionReads",
+    "VisibilityReads",
     "fresh_reads",
     "mint_token",
     "verify_token",
@@ -193,11 +205,15 @@ class Services:
         if self.access_log is not None:
             self.access_log.close()
 
-    def wait_for(self, user_id: str, at_least: int = 0) -> None:
-        """Wait (bounded) until projections show this user's writes (read-your-writes).
+    def wait_for(
+        self, user_id: str, at_least: int = 0, projections: Sequence[str] | None = None
+    ) -> None:
+        """Wait (bounded) until the projections read show this user's writes (read-your-writes).
 
-        Only `worker`'s projections are waited for, not the embeddings: search ranks a memory
-        without a vector lexically, and never scores a forgotten one (see retrieval/hybrid.py).
+        `projections`: the ones the read uses (default: all of `worker`'s), so a projection
+        lagging or stalled never holds back a read that does not use it. The embeddings are
+        never waited for: search ranks a memory without a vector lexically, and never scores
+        a forgotten one (see retrieval/hybrid.py).
 
         When they do not catch up in time the read is refused with 503 rather than served
         stale: a stale read could show a memory its owner has just forgotten.
@@ -206,9 +222,10 @@ class Services:
             position = max(self._written.get(user_id, 0), at_least)
         if not position or self.worker is None:
             return
-        if not self.worker.wait(position, timeout=self.read_timeout):
+        if not self.worker.wait(position, timeout=self.read_timeout, names=projections):
             _log.warning(
-                "projections did not reach position %s in %.1fs",
+                "projections %s did not reach position %s in %.1fs",
+                ", ".join(projections or ["(all)"]),
                 position,
                 self.read_timeout,
                 extra={"user_id": user_id},
@@ -240,22 +257,43 @@ def _identity(
 CurrentIdentity = Annotated[Identity, Depends(_identity)]
 
 
-def fresh_reads(
-    identity: CurrentIdentity,
-    services: ServicesDep,
-    min_position: Annotated[
-        int | None,
-        Header(alias="X-Min-Position", ge=0, description="wait for this ledger position"),
-    ] = None,
-) -> Reads:
-    """Projection reads that already include the caller's own earlier writes."""
-    # A position the ledger has not reached yet cannot be waited for: cap it at the head.
-    at_least = min(min_position, services.ledger.position()) if min_position else 0
-    services.wait_for(identity.user_id, at_least)
-    return services.reads
+def fresh_reads(*projections: str) -> Callable[..., Reads]:
+    """A dependency giving reads that include the caller's own earlier writes (and any
+    `X-Min-Position`) in these projections, the ones the route reads; it waits for no other."""
+
+    def dependency(
+        identity: CurrentIdentity,
+        services: ServicesDep,
+        min_position: Annotated[
+            int | None,
+            Header(alias="X-Min-Position", ge=0, description="wait for this ledger position"),
+        ] = None,
+    ) -> Reads:
+        # A position the ledger has not reached yet cannot be waited for: cap it at the head.
+        at_least = min(min_position, services.ledger.position()) if min_position else 0
+        services.wait_for(identity.user_id, at_least, projections)
+        return services.reads
+
+    return dependency
 
 
-FreshReads = Annotated[Reads, Depends(fresh_reads)]
+# What each read path reads, so it waits for these projections alone.
+ActiveMemoryReads = Annotated[Reads, Depends(fresh_reads(ActiveMemories.name))]
+"""Listing memories, or one by key: active_memories."""
+MemoryReads = Annotated[Reads, Depends(fresh_reads(ActiveMemories.name, Tombstones.name))]
+"""One memory by id (a forgotten one answers 410): active_memories, tombstones."""
+VersionReads = Annotated[
+    Reads, Depends(fresh_reads(ActiveMemories.name, Tombstones.name, MemoryVersions.name))
+]
+"""A memory's versions: active_memories, tombstones, memory_versions."""
+CandidateReads = Annotated[Reads, Depends(fresh_reads(Candidates.name))]
+"""Candidates: candidates."""
+SearchReads = Annotated[
+    Reads, Depends(fresh_reads(SearchTerms.name, UserRevisions.name, ActiveMemories.name))
+]
+"""Search: search_terms, with user_revisions and active_memories for its cache."""
+VisibilityReads = Annotated[Reads, Depends(fresh_reads(AuditLog.name))]
+"""The tools' check of a memory by id: audit_log (a forgotten memory's scope)."""
 
 
 class UserRoute(APIRoute):

@@ -72,7 +72,8 @@ class Metrics:
 
 
 class StateCollector(Collector):
-    """Gauges read at scrape time: projection lag, expired memories still stored."""
+    """Gauges read at scrape time: projection lag and quarantined events, expired memories
+    still stored."""
 
     def __init__(
         self,
@@ -80,8 +81,10 @@ class StateCollector(Collector):
         expired: Callable[[], int],
         embeddings: Callable[[], EmbeddingState | None] = lambda: None,
         unembedded: Callable[[str | None], int] = lambda model: 0,
+        quarantined: Callable[[], Mapping[str, int]] = dict,
     ) -> None:
         self._lags = lags
+        self._quarantined = quarantined
         self._expired = expired
         self._embeddings = embeddings
         self._unembedded = unembedded
@@ -93,6 +96,15 @@ class StateCollector(Collector):
         for name, value in self._lags().items():
             lag.add_metric([name], value)
         yield lag
+        held = GaugeMetricFamily(
+            "memledger_projection_quarantined_events",
+            "ledger events a projection could not apply and set aside (see `memledger projections"
+            " quarantine`)",
+            labels=["projection"],
+        )
+        for name, value in self._quarantined().items():
+            held.add_metric([name], value)
+        yield held
         yield GaugeMetricFamily(
             "memledger_expired_memories",
             "memories past expires_at (no longer retrieved)",

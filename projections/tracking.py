@@ -6,11 +6,11 @@ import hashlib
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-import psycopg
 from psycopg import Connection, Cursor
 from psycopg.sql import SQL, Composed
 
 from projections.envelope import Envelope
+from projections.quarantine import apply_each, failure
 from projections.sealed import RowSeal, seal_for
 
 if TYPE_CHECKING:
@@ -128,26 +128,49 @@ def apply_batch(
     Each projection's tracking row is locked first, so a concurrent runner waits and then skips
     what this one applied. All in one transaction, one savepoint per projection.
 
-    A projection that raises is rolled back to its savepoint, reported to `failed` and left
-    out (its position does not move); the others, rows and positions, commit together. So a
-    batch costs one commit, not one per projection, and a broken projection still never holds
-    the others back. Database errors that break the connection (OperationalError) propagate:
+    An event a projection cannot apply is quarantined and its position moves past it, its
+    other events applied (projections/quarantine.py). A projection that cannot run at all
+    is rolled back to its savepoint, reported to `failed` and left out (its position does not
+    move); the others, rows and positions, commit together. So a batch costs one commit, not
+    one per projection, and a broken projection still never holds the others back. Transient
+    database errors (the connection lost, a serialization failure, a timeout) propagate:
     then nothing of the batch is committed. Returns the projections that applied the batch.
     """
     done: list[Projection] = []
     with conn.transaction():
         for projection in projections:
             try:
-                with conn.transaction(), conn.cursor() as cur:
-                    position = locked_position(cur, t, projection.name)
-                    pending = [e for e in batch if e.position > position]
-                    if pending:
-                        projection.apply(cur, t, pending)
-                        set_position(cur, t, projection.name, pending[-1].position)
-            except psycopg.OperationalError:
-                raise
+                try:
+                    _advance(conn, projection, t, batch, one_by_one=False)
+                except Exception as error:  # an event's failure: again, one event at a time
+                    if failure(error, conn) != "event":
+                        raise
+                    _advance(conn, projection, t, batch, one_by_one=True)
             except Exception as error:
+                if failure(error, conn) == "transient":
+                    raise
                 failed(projection, error)
             else:
                 done.append(projection)
     return done
+
+
+def _advance(
+    conn: Connection[Any],
+    projection: Projection,
+    t: Tables,
+    batch: Sequence[Envelope],
+    *,
+    one_by_one: bool,
+) -> None:
+    """In a savepoint: lock the projection's position, apply the events after it (together,
+    or `one_by_one`, quarantining those it cannot apply), and move it to the last."""
+    with conn.transaction(), conn.cursor() as cur:
+        position = locked_position(cur, t, projection.name)
+        pending = [e for e in batch if e.position > position]
+        if pending:
+            if one_by_one:
+                apply_each(conn, cur, projection, t, pending)
+            else:
+                projection.apply(cur, t, pending)
+            set_position(cur, t, projection.name, pending[-1].position)

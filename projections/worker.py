@@ -16,6 +16,7 @@ from psycopg_pool import ConnectionPool
 from domain.ledger.ledger import MemoryLedger
 from projections.base import Projection
 from projections.envelope import decode_batch
+from projections.quarantine import create_quarantine, quarantine_counts
 from projections.sealed import register
 from projections.tracking import Tables, apply_batch, create_tracking, lock_key, read_positions
 
@@ -27,11 +28,12 @@ _log = logging.getLogger(__name__)
 def ensure_tables(
     pool: ConnectionPool[Any], schema: str, projections: Sequence[Projection]
 ) -> None:
-    """Create the live tables of every projection and the tracking table, if missing."""
+    """Create the live tables of every projection, the tracking and quarantine tables, if
+    missing."""
     t = Tables(schema)
     with pool.connection() as conn, conn.transaction():
         conn.execute(SQL("SELECT pg_advisory_xact_lock(%s)"), (lock_key(schema, "ddl"),))
-        for statement in create_tracking(t):
+        for statement in [*create_tracking(t), *create_quarantine(t)]:
             conn.execute(statement)
         for projection in projections:
             for statement in projection.create(t):
@@ -57,11 +59,13 @@ class ProjectionWorker:
 
     Run it in-process (`start()`/`stop()`) or as its own process (`run()`). Each projection is
     run by the one worker holding its advisory lock; other workers stand by. Database errors
-    restart the loop with exponential back-off; a projection whose batch fails is retried
-    later without holding the others back. Several workers may share a process, each over its
-    own projections (`name` names its thread): the embeddings projection has one of its own,
-    with small batches, so that slow embedding never holds back the others. When caught up, a
-    worker lets its projections `backfill` step by step, catching up again between steps.
+    restart the loop with exponential back-off; an event a projection cannot apply is
+    quarantined and the projection moves on (projections/quarantine.py); a projection that
+    cannot run at all is retried later without holding the others back. Several workers may
+    share a process, each over its own projections (`name` names its thread): the embeddings
+    projection has one of its own, with small batches, so that slow embedding never holds back
+    the others. When caught up, a worker lets its projections `backfill` step by step,
+    catching up again between steps.
     """
 
     def __init__(
@@ -103,6 +107,12 @@ class ProjectionWorker:
         """Position and lag of every projection."""
         head = self.ledger.position()
         return [ProjectionStatus(n, pos, head) for n, pos in self.positions().items()]
+
+    def quarantined(self) -> dict[str, int]:
+        """How many events each of its projections has quarantined (0: none)."""
+        with self.pool.connection() as conn:
+            counts = quarantine_counts(conn, self.tables)
+        return {p.name: counts.get(p.name, 0) for p in self.projections}
 
     def catch_up(
         self, owned: Sequence[Projection] | None = None, *, interruptible: bool = False
@@ -256,13 +266,19 @@ class ProjectionWorker:
 
     # -- read-your-writes --------------------------------------------------------------------
 
-    def wait(self, position: int | None, timeout: float = 5.0) -> bool:
-        """Block until every projection reached `position` (a command's); False on timeout."""
+    def wait(
+        self, position: int | None, timeout: float = 5.0, names: Sequence[str] | None = None
+    ) -> bool:
+        """Block until the projections named (default: all of this worker's) reached
+        `position` (a command's); False on timeout. Names it does not run are ignored."""
         if not position:
             return True
         deadline = time.monotonic() + timeout
         while True:
-            if min(self.positions().values(), default=0) >= position:
+            positions = self.positions()
+            if names is not None:
+                positions = {n: p for n, p in positions.items() if n in names}
+            if min(positions.values(), default=position) >= position:
                 return True
             remaining = deadline - time.monotonic()
             if remaining <= 0:

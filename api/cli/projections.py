@@ -1,4 +1,5 @@
-"""`memledger projections run | rebuild | status`: the read models' workers and rebuilds."""
+"""`memledger projections run | rebuild | status | quarantine`: the read models' workers,
+rebuilds, and the events they set aside."""
 
 from __future__ import annotations
 
@@ -8,17 +9,20 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from api.cli.common import complete_shredding, load_settings
+from api.cli.common import complete_shredding, fail, load_settings
 from api.settings import Settings
 
 if TYPE_CHECKING:
     from domain.ledger.ledger import MemoryLedger
+    from projections.quarantine import Quarantined
     from projections.worker import ProjectionWorker
     from retrieval.vectors.service import EmbeddingService
 
 __all__ = ["projections_app"]
 
-projections_app = typer.Typer(no_args_is_help=True, help="Read models: run, rebuild, status.")
+projections_app = typer.Typer(
+    no_args_is_help=True, help="Read models: run, rebuild, status, quarantine."
+)
 
 
 @projections_app.command("run")
@@ -129,6 +133,69 @@ def projections_status() -> None:
         for each in (worker, embedding_worker):
             each.pool.close()
         ledger.close()
+
+
+@projections_app.command("quarantine")
+def projections_quarantine(
+    retry: Annotated[
+        bool, typer.Option("--retry", help="apply them again (rebuilds their projections)")
+    ] = False,
+    projection: Annotated[
+        list[str] | None, typer.Option("--projection", help="only this projection's")
+    ] = None,
+    position: Annotated[int | None, typer.Option(min=1, help="only the event at")] = None,
+) -> None:
+    """List the events projections could not apply and set aside, one line each (no content);
+    `--retry` applies them again, e.g. after a fix.
+
+    A retry rebuilds each projection concerned from the ledger (`projections rebuild`): an
+    event applied alone, after the events that followed it, could bring back what a later
+    event removed (a forget). Entries that apply are removed; those that fail again stay.
+    Exit status: 0 listed, or every entry retried applied; 1 some stayed quarantined; 2 bad
+    input (an unknown projection).
+    """
+    from projections.quarantine import quarantined
+    from projections.rebuild import rebuild
+    from projections.registry import select
+
+    settings = load_settings()
+    names = projection or []
+    try:
+        select(names)
+    except KeyError as error:
+        fail(str(error.args[0]))
+    ledger, worker, embedding_worker = _ledger_and_workers(settings)
+    embedding_worker.pool.close()
+    try:
+        with worker.pool.connection() as conn:
+            entries = quarantined(conn, worker.tables, names, position)
+        if not retry:
+            for entry in entries:
+                typer.echo(_quarantine_line(entry))
+            return
+        concerned = sorted({e.projection for e in entries})
+        if concerned:
+            chosen = select(concerned, _embeddings_of(embedding_worker))
+            rebuild(ledger, worker.pool, settings.db_schema, chosen)
+        with worker.pool.connection() as conn:
+            still = {(e.projection, e.position) for e in quarantined(conn, worker.tables, names)}
+    finally:
+        worker.pool.close()
+        ledger.close()
+    for entry in entries:
+        verdict = "still quarantined" if (entry.projection, entry.position) in still else "applied"
+        typer.echo(f"{verdict}: {entry.projection} position {entry.position}")
+    if any((e.projection, e.position) in still for e in entries):
+        raise typer.Exit(1)
+
+
+def _quarantine_line(entry: Quarantined) -> str:
+    return (
+        f"{entry.projection:<18} position {entry.position:>10}  {entry.topic}"
+        f"  {entry.error_class} {entry.error_code or '-'}"
+        f"  aggregate {entry.originator_id} v{entry.version}"
+        f"  at {entry.quarantined_at.isoformat(timespec='seconds')}"
+    )
 
 
 def _ledger_and_workers(

@@ -17,6 +17,7 @@ from api.schemas.audit import AuditEvent, AuditPage
 from api.schemas.text import ID_PATTERN
 from domain.errors import PolicyDenied
 from domain.model.values import MAX_ID_CHARS
+from projections.views.audit_log import AuditLog
 
 __all__ = ["AUDITOR_ROLE", "router"]
 
@@ -49,7 +50,7 @@ def audit_events(
     if AUDITOR_ROLE not in identity.roles:
         raise PolicyDenied("not_auditor", "only a token with the auditor role reads the audit log")
     # The ledger head covers any X-Min-Position that can exist; a larger one cannot be awaited.
-    services.wait_for(identity.user_id, services.ledger.position())
+    services.wait_for(identity.user_id, services.ledger.position(), [AuditLog.name])
     rows = services.reads.audit(after=after, limit=limit, user_id=user_id, memory_id=memory_id)
     items = [AuditEvent.model_validate(row) for row in rows]
     return AuditPage(items=items, next_after=items[-1].position if items else after)

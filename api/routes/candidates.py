@@ -7,7 +7,7 @@ from uuid import UUID
 
 from fastapi import APIRouter, Body, Query
 
-from api.deps import CurrentIdentity, FreshReads, ServicesDep, UserRoute
+from api.deps import CandidateReads, CurrentIdentity, ServicesDep, UserRoute
 from api.schemas.candidates import (
     Candidate,
     CandidateAccept,
@@ -27,7 +27,7 @@ router = APIRouter(prefix="/me/memory-candidates", tags=["candidates"], route_cl
 @router.get("", response_model=CandidateList)
 def list_candidates(
     identity: CurrentIdentity,
-    reads: FreshReads,
+    reads: CandidateReads,
     services: ServicesDep,
     status_: Annotated[CandidateStatus, Query(alias="status")] = "pending",
 ) -> CandidateList:

@@ -6,7 +6,7 @@ from typing import Any
 
 from fastapi import APIRouter, Path, Response
 
-from api.deps import CurrentIdentity, FreshReads, ServicesDep, UserRoute
+from api.deps import ActiveMemoryReads, CurrentIdentity, ServicesDep, UserRoute
 from api.schemas.memories import LegacyMemory
 from api.schemas.text import LINE_PATTERN
 from domain.model.values import MAX_KEY_CHARS, Scope
@@ -18,7 +18,7 @@ router = APIRouter(prefix="/me/memories", tags=["legacy"], route_class=UserRoute
 
 @router.get("", response_model=list[LegacyMemory])
 def list_global_memories(
-    identity: CurrentIdentity, reads: FreshReads, services: ServicesDep
+    identity: CurrentIdentity, reads: ActiveMemoryReads, services: ServicesDep
 ) -> list[LegacyMemory]:
     """The caller's active global memories as {memory_key, content, category}."""
     found: list[LegacyMemory] = []

@@ -7,7 +7,14 @@ from uuid import UUID
 
 from fastapi import APIRouter, Path, Query, Response, status
 
-from api.deps import CurrentIdentity, FreshReads, ServicesDep, UserRoute
+from api.deps import (
+    ActiveMemoryReads,
+    CurrentIdentity,
+    MemoryReads,
+    ServicesDep,
+    UserRoute,
+    VersionReads,
+)
 from api.schemas.memories import (
     Category,
     MemoryCreate,
@@ -42,7 +49,7 @@ def _live_row(reads: Reads, user_id: str, memory_id: UUID) -> dict[str, Any]:
 @router.get("", response_model=MemoryPage)
 def list_memories(
     identity: CurrentIdentity,
-    reads: FreshReads,
+    reads: ActiveMemoryReads,
     services: ServicesDep,
     scope_type: Literal["global", "workspace"] | None = None,
     workspace_type: WorkspaceType | None = None,
@@ -94,7 +101,7 @@ def create_memory(
 
 @router.get("/{memory_id}", response_model=MemoryOut)
 def get_memory(
-    memory_id: UUID, identity: CurrentIdentity, reads: FreshReads, services: ServicesDep
+    memory_id: UUID, identity: CurrentIdentity, reads: MemoryReads, services: ServicesDep
 ) -> MemoryOut:
     """One memory."""
     row = _live_row(reads, identity.user_id, memory_id)
@@ -148,7 +155,7 @@ def restore_memory(memory_id: UUID, identity: CurrentIdentity, services: Service
 
 @router.get("/{memory_id}/versions", response_model=VersionList)
 def list_versions(
-    memory_id: UUID, identity: CurrentIdentity, reads: FreshReads, services: ServicesDep
+    memory_id: UUID, identity: CurrentIdentity, reads: VersionReads, services: ServicesDep
 ) -> VersionList:
     """Every content version, ascending revision."""
     row = _live_row(reads, identity.user_id, memory_id)

@@ -36,7 +36,15 @@ from uuid import UUID
 
 from fastapi import APIRouter, Query
 
-from api.deps import CurrentIdentity, FreshReads, Identity, Services, ServicesDep
+from api.deps import (
+    ActiveMemoryReads,
+    CurrentIdentity,
+    Identity,
+    SearchReads,
+    Services,
+    ServicesDep,
+    VisibilityReads,
+)
 from api.schemas.candidates import candidate_out
 from api.schemas.function_calling import FunctionTool, function_tools
 from api.schemas.memories import memory_out
@@ -92,7 +100,7 @@ def list_tools(
 
 @router.post("/search_core_memories", response_model=SearchResultOut)
 def search_core_memories(
-    body: SearchBody, identity: CurrentIdentity, services: ServicesDep, reads: FreshReads
+    body: SearchBody, identity: CurrentIdentity, services: ServicesDep, reads: SearchReads
 ) -> SearchResultOut:
     """A few relevant memories within the token budget; no match: no items."""
     with _tool(services, identity, "search_core_memories") as workspace:
@@ -147,7 +155,7 @@ def search_core_memories(
 
 @router.post("/list_core_memories", response_model=ListResult)
 def list_core_memories(
-    body: ListBody, identity: CurrentIdentity, services: ServicesDep, reads: FreshReads
+    body: ListBody, identity: CurrentIdentity, services: ServicesDep, reads: ActiveMemoryReads
 ) -> ListResult:
     """The visible active, unexpired memories, newest first (at most 200)."""
     with _tool(services, identity, "list_core_memories") as workspace:
@@ -197,7 +205,7 @@ def save_core_memory(
 
 @router.post("/update_core_memory", response_model=UpdateResult)
 def update_core_memory(
-    body: UpdateBody, identity: CurrentIdentity, services: ServicesDep, reads: FreshReads
+    body: UpdateBody, identity: CurrentIdentity, services: ServicesDep, reads: VisibilityReads
 ) -> UpdateResult:
     """Correct content and/or category at the memory's current revision."""
     _check_values(None, body.content, body.category, identity.workspace)
@@ -220,7 +228,7 @@ def update_core_memory(
 
 @router.post("/forget_core_memory", response_model=ForgetResult)
 def forget_core_memory(
-    body: ForgetBody, identity: CurrentIdentity, services: ServicesDep, reads: FreshReads
+    body: ForgetBody, identity: CurrentIdentity, services: ServicesDep, reads: VisibilityReads
 ) -> ForgetResult:
     """Forget irrecoverably."""
     with _tool(services, identity, "forget_core_memory") as workspace:
@@ -233,7 +241,7 @@ def forget_core_memory(
 
 @router.post("/propose_core_memory", response_model=ProposeResult)
 def propose_core_memory(
-    body: ProposeBody, identity: CurrentIdentity, services: ServicesDep, reads: FreshReads
+    body: ProposeBody, identity: CurrentIdentity, services: ServicesDep, reads: ActiveMemoryReads
 ) -> ProposeResult:
     """Inferred information becomes a candidate (a replace candidate when the key is taken)."""
     key, content, category = _check_values(

@@ -9,6 +9,10 @@ Filling runs in several forked processes, each over a share of the users
 (projections/rebuild/processes.py), when every projection allows it; else in this process,
 pipelined (projections/rebuild/lanes.py). Secondary indexes are built once the tables are
 full.
+
+An event a projection cannot apply is quarantined as the live worker does
+(projections/quarantine.py), into the fresh run's own quarantine table; at the swap it
+replaces the projection's live quarantine (the report counts the entries that differed).
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from psycopg_pool import ConnectionPool
 
 from domain.ledger.ledger import MemoryLedger
 from projections.base import Projection
+from projections.quarantine import QUARANTINE, copy_quarantine, create_quarantine
 from projections.rebuild.lanes import (
     Fill,
     apply,
@@ -132,7 +137,7 @@ def _fill(
 
 
 def _empty(conn: Connection[Any], projections: Sequence[Projection], t: Tables) -> None:
-    tables = [t[logical] for p in projections for logical in p.tables]
+    tables = [t[logical] for p in projections for logical in p.tables] + [t[QUARANTINE]]
     conn.execute(SQL("TRUNCATE {}").format(SQL(", ").join(tables)))
 
 
@@ -183,6 +188,9 @@ def rebuild(
     report = RebuildReport()
     started = time.perf_counter()
     with pool.connection() as conn:
+        with conn.transaction():  # where both runs set aside what they cannot apply
+            for statement in [*create_quarantine(live), *create_quarantine(fresh)]:
+                conn.execute(statement)
         try:
             head = ledger.position()
             report.events = _fill(
@@ -200,10 +208,12 @@ def rebuild(
                     for logical in projection.tables:
                         report.differences[logical] = _differences(conn, live, fresh, logical)
                         _swap(conn, live, fresh, logical)
+                    report.differences[f"quarantine/{projection.name}"] = copy_quarantine(
+                        conn, fresh, live, projection.name
+                    )
             report.check_seconds = time.perf_counter() - started - report.seconds
         finally:
             with conn.transaction():
-                for projection in projections:
-                    for logical in projection.tables:
-                        conn.execute(SQL("DROP TABLE IF EXISTS {}").format(fresh[logical]))
+                for logical in [*(n for p in projections for n in p.tables), QUARANTINE]:
+                    conn.execute(SQL("DROP TABLE IF EXISTS {}").format(fresh[logical]))
     return report

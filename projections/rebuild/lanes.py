@@ -23,6 +23,7 @@ from psycopg.sql import SQL, Composed
 from domain.ledger.sealing import SealingMapper
 from projections.base import Projection
 from projections.envelope import Envelope
+from projections.quarantine import apply_isolated, failure
 from projections.rebuild.reading import AHEAD, Read, ReadAhead
 from projections.tracking import Tables
 
@@ -63,16 +64,38 @@ def apply(
 ) -> None:
     """Apply a batch to the projections in one transaction (a savepoint when in one already).
 
-    Not `durable`: for fresh tables nobody reads until the swap, the commit need not wait
-    for the disk (a crash loses the rebuild, never live data).
+    An event a projection cannot apply is quarantined in `t`'s quarantine table, as the live
+    worker does (projections/quarantine.py): the batch is then applied again, each projection
+    in a savepoint of its own. Not `durable`: for fresh tables nobody reads until the swap,
+    the commit need not wait for the disk (a crash loses the rebuild, never live data).
     """
     if not projections:
         return
+    try:
+        _apply(conn, projections, t, batch, durable, isolated=False)
+    except Exception as error:
+        if failure(error, conn) != "event":
+            raise
+        _apply(conn, projections, t, batch, durable, isolated=True)
+
+
+def _apply(
+    conn: Connection[Any],
+    projections: Sequence[Projection],
+    t: Tables,
+    batch: list[Envelope],
+    durable: bool,
+    *,
+    isolated: bool,
+) -> None:
     with conn.transaction(), conn.cursor() as cur:
         if not durable:
             cur.execute(_ASYNC_COMMIT)
         for projection in projections:
-            projection.apply(cur, t, batch)
+            if isolated:
+                apply_isolated(conn, cur, projection, t, batch)
+            else:
+                projection.apply(cur, t, batch)
 
 
 @dataclass(frozen=True)

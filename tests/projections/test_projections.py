@@ -172,15 +172,15 @@ def test_a_crash_mid_batch_leaves_nothing_half_applied(
 
     def crash_on_third(self: Projection, cur: Any, t: Tables, batch: Any) -> None:
         calls["n"] += 1
-        original(self, cur, t, batch)  # rows written, then the process dies before commit
+        original(self, cur, t, batch)  # rows written, then it fails before the commit
         if calls["n"] == 3:
-            raise RuntimeError("crash mid-batch")
+            raise psycopg.OperationalError("crash mid-batch")
 
     monkeypatch.setattr(ActiveMemories, "apply", crash_on_third)
-    crashing.catch_up()
+    with pytest.raises(psycopg.OperationalError):
+        crashing.catch_up()  # transient: the whole batch is rolled back, for every projection
     positions = crashing.positions()
-    assert positions["active_memories"] == 10  # two batches of 5 committed, the third not
-    assert positions["audit_log"] == ledger.position()  # the others were not held back
+    assert set(positions.values()) == {10}  # two batches of 5 committed, the third not
     monkeypatch.undo()
 
     make_worker().catch_up()  # the restarted worker resumes where it stopped

@@ -101,7 +101,8 @@ class _Failing(ActiveMemories):
     def apply(self, cur: Any, t: Tables, batch: Any) -> None:
         super().apply(cur, t, batch)
         if any(e.position > 40 for e in batch):
-            raise RuntimeError("a projection failed in a rebuild process")
+            # Not one event's failure (that is quarantined): the projection cannot run.
+            raise psycopg.errors.InternalError_("a projection failed in a rebuild process")
 
 
 def test_a_failing_process_fails_the_rebuild_and_the_live_tables_stay(

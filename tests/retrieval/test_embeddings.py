@@ -185,7 +185,8 @@ def test_rebuild_backfills_vectors_with_progress(
         progress=seen.append,
     )
     assert sum(seen) == ledger.position() == report.events and len(seen) > 1
-    assert report.differences == {"embeddings": 8}  # 4 rows replaced by rows with vectors
+    # 4 rows replaced by rows with vectors; nothing quarantined, live or rebuilt
+    assert report.differences == {"embeddings": 8, "quarantine/embeddings": 0}
     assert vector_row(worker, ids[0]) is None  # forgotten: no row, no vector
     for memory_id in ids[1:]:
         row = vector_row(worker, memory_id)
