@@ -11,8 +11,9 @@ from fastapi import FastAPI, Response
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from api.deadline import Deadline
 from api.deps import Services
-from api.errors import install_error_handlers
+from api.errors import install_error_handlers, unavailable
 from api.metrics import StateCollector
 from api.middleware import RequestContext
 from api.routes import audit, candidates, legacy, memories, settings, tools
@@ -40,6 +41,12 @@ def create_app(services: Services, *, max_lag: int = 1000) -> FastAPI:
     )
     app.state.services = services
     install_error_handlers(app)
+    # Inside RequestContext: a 503 for a late request carries its id and is counted.
+    app.add_middleware(
+        Deadline,
+        seconds=services.request_deadline,
+        late=lambda: unavailable(services.retry_after),
+    )
     app.add_middleware(RequestContext, metrics=services.metrics)
     services.metrics.watch(
         StateCollector(
@@ -53,8 +60,10 @@ def create_app(services: Services, *, max_lag: int = 1000) -> FastAPI:
         app.include_router(module.router)
 
     @app.get("/healthz", tags=["operations"])
-    def healthz() -> dict[str, str]:
+    async def healthz() -> dict[str, str]:
         """200 while the process is up."""
+        # async and touching nothing: answered on the event loop, never queued behind
+        # requests blocked on the database in the thread pool.
         return {"status": "ok"}
 
     @app.get("/readyz", tags=["operations"], response_model=None)

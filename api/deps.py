@@ -13,6 +13,7 @@ from fastapi import Depends, Header, Request
 from api.access_log import AccessLog
 from api.auth import Identity, InvalidToken, verify_token
 from api.metrics import Metrics
+from domain import deadline
 from domain.errors import LedgerUnavailable
 from domain.ledger.access import AccessHit
 from domain.ledger.ledger import MemoryLedger
@@ -39,6 +40,12 @@ class Services:
     jwt_secret: str
     worker: ProjectionWorker | None = None
     read_timeout: float = 5.0
+    """Seconds a read waits for the projections to show the caller's writes (at most the time
+    left to the request's deadline)."""
+    request_deadline: float = 8.0
+    """Seconds within which every request is answered (api/deadline.py): 503 past it."""
+    retry_after: int = 2
+    """Seconds a 503 asks the client to wait before retrying (Retry-After)."""
     access_log: AccessLog | None = None
     """Where agent reads, searches and denials are recorded for audit (None: not recorded)."""
     search_cache: QueryCache[SearchKey, Found] | None = None
@@ -96,11 +103,13 @@ class Services:
             position = max(self._written.get(user_id, 0), at_least)
         if not position or self.worker is None:
             return
-        if not self.worker.wait(position, timeout=self.read_timeout):
+        left = deadline.remaining()
+        timeout = self.read_timeout if left is None else min(self.read_timeout, left)
+        if not self.worker.wait(position, timeout=timeout):
             _log.warning(
                 "projections did not reach position %s in %.1fs",
                 position,
-                self.read_timeout,
+                timeout,
                 extra={"user_id": user_id},
             )
             raise LedgerUnavailable(f"projections are behind position {position}; retry")
