@@ -278,6 +278,7 @@ class ProjectionWorker:
         if not position:
             return True
         deadline = time.monotonic() + timeout
+        poll = 0.05  # this process's batches wake it at once; other processes' are polled
         while True:
             if min(self.positions(self.status_pool).values(), default=0) >= position:
                 return True
@@ -285,4 +286,7 @@ class ProjectionWorker:
             if remaining <= 0:
                 return False
             with self._progress:
-                self._progress.wait(min(remaining, 0.05))
+                self._progress.wait(min(remaining, poll))
+            # Polled less often the longer it takes: many waiting requests must not keep the
+            # read pool (and the CPU) busy while the projections are held up.
+            poll = min(0.4, poll * 2)
