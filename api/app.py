@@ -41,12 +41,13 @@ def create_app(services: Services, *, max_lag: int = 1000) -> FastAPI:
     )
     app.state.services = services
     install_error_handlers(app)
-    # Inside RequestContext: a 503 for a late request carries its id and is counted.
-    app.add_middleware(
-        Deadline,
-        seconds=services.request_deadline,
-        late=lambda: unavailable(services.retry_after),
-    )
+    if services.request_deadline is not None:
+        # Inside RequestContext: a 503 for a late request carries its id and is counted.
+        app.add_middleware(
+            Deadline,
+            seconds=services.request_deadline,
+            late=lambda: unavailable(services.retry_after),
+        )
     app.add_middleware(RequestContext, metrics=services.metrics)
     services.metrics.watch(
         StateCollector(

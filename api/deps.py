@@ -42,8 +42,9 @@ class Services:
     read_timeout: float = 5.0
     """Seconds a read waits for the projections to show the caller's writes (at most the time
     left to the request's deadline)."""
-    request_deadline: float = 8.0
-    """Seconds within which every request is answered (api/deadline.py): 503 past it."""
+    request_deadline: float | None = None
+    """Seconds within which every request is answered (api/deadline.py): 503 past it. `serve`
+    sets MEMLEDGER_REQUEST_DEADLINE; None (services built by hand, in tests): no deadline."""
     retry_after: int = 2
     """Seconds a 503 asks the client to wait before retrying (Retry-After)."""
     access_log: AccessLog | None = None

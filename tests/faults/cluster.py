@@ -26,16 +26,21 @@ class PrivateCluster:
         self.data = self.root / "data"
         self.url = f"postgresql://postgres@127.0.0.1:{port}/postgres"
         self._as_postgres = os.geteuid() == 0
-        if self._as_postgres:
-            shutil.chown(self.root, "postgres", "postgres")
-        self._run(BIN / "initdb", "-D", self.data, "-A", "trust", "-U", "postgres", "--no-sync")
-        with (self.data / "postgresql.conf").open("a") as conf:
-            conf.write(
-                f"port = {port}\nlisten_addresses = '127.0.0.1'\n"
-                f"unix_socket_directories = '{self.root}'\n"
-                "fsync = off\nfull_page_writes = off\nshared_buffers = 32MB\n"
-                "max_connections = 100\n"
-            )
+        try:
+            if self._as_postgres:
+                shutil.chown(self.root, "postgres", "postgres")
+            initdb = (BIN / "initdb", "-D", self.data, "-A", "trust", "-U", "postgres")
+            self._run(*initdb, "--no-sync")
+            with (self.data / "postgresql.conf").open("a") as conf:
+                conf.write(
+                    f"port = {port}\nlisten_addresses = '127.0.0.1'\n"
+                    f"unix_socket_directories = '{self.root}'\n"
+                    "fsync = off\nfull_page_writes = off\nshared_buffers = 32MB\n"
+                    "max_connections = 100\n"
+                )
+        except BaseException:
+            shutil.rmtree(self.root, ignore_errors=True)
+            raise
 
     def _run(self, *command: object, check: bool = True) -> subprocess.CompletedProcess[bytes]:
         argv = [str(part) for part in command]
