@@ -70,13 +70,16 @@ def create_app(services: Services, *, max_lag: int = 1000) -> FastAPI:
     @app.get("/readyz", tags=["operations"], response_model=None)
     def readyz() -> Any:
         """200 when the ledger is reachable and projections lag at most `max_lag` events."""
+        retry_after = {"Retry-After": str(services.retry_after)}
         try:
             position = services.ledger.position()
             lags = _lags(services.worker)
             embedding_lags = _lags(services.embedding_worker)
         except Exception as error:  # any failure means not ready
             return JSONResponse(
-                {"status": "unavailable", "detail": type(error).__name__}, status_code=503
+                {"status": "unavailable", "detail": type(error).__name__},
+                status_code=503,
+                headers=retry_after,
             )
         body = {
             "ledger_position": position,
@@ -85,7 +88,7 @@ def create_app(services: Services, *, max_lag: int = 1000) -> FastAPI:
         }
         # Embeddings lagging (a bulk import being embedded) only delay vectors: still ready.
         if any(lag > max_lag for lag in lags.values()):
-            return JSONResponse({"status": "lagging", **body}, status_code=503)
+            return JSONResponse({"status": "lagging", **body}, status_code=503, headers=retry_after)
         return {"status": "ready", **body}
 
     @app.get("/metrics", tags=["operations"], response_class=Response)

@@ -25,7 +25,7 @@ from domain.ledger.keyring import MasterKeyring
 from domain.ledger.ledger import MemoryLedger
 from projections.rebuild import rebuild
 from projections.registry import main_projections
-from tests.e2e.test_server_e2e import SECRET, serve_command
+from tests.e2e.test_server_e2e import SECRET, serve_command, wait_until_ready
 
 __all__ = ["BOUND", "SLACK", "Call", "FaultServer", "Load", "check_calls", "projections_rebuilt"]
 
@@ -62,18 +62,9 @@ class FaultServer:
         if ready:
             self.wait_ready()
 
-    def wait_ready(self, timeout: float = 60.0) -> None:
-        deadline = time.monotonic() + timeout
-        with httpx2.Client(base_url=self.url, timeout=2.0, trust_env=False) as client:
-            while time.monotonic() < deadline:
-                assert self.process is not None and self.process.poll() is None, self.output()
-                try:
-                    if client.get("/readyz").status_code == 200:
-                        return
-                except httpx2.TransportError:
-                    pass
-                time.sleep(0.1)
-        raise AssertionError(f"not ready within {timeout}s:\n{self.output()}")
+    def wait_ready(self) -> None:
+        """Until /readyz answers 200 (as the end-to-end tests wait for their server)."""
+        wait_until_ready(self)  # type: ignore[arg-type]  # the same process, url and output
 
     def kill(self) -> None:
         """kill -9."""

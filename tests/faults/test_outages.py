@@ -12,6 +12,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import psycopg
 import pytest
@@ -55,13 +56,6 @@ def applied(cluster: PrivateCluster, schema: str) -> int:
     return int(row[0]) if row else 0
 
 
-def finish(server: FaultServer, cluster: PrivateCluster, schema: str, master_key: str) -> None:
-    """Wait for the projections to catch up, stop the server, compare with a rebuild."""
-    until(lambda: caught_up(server), timeout=30)
-    server.stop()
-    projections_rebuilt(cluster.url, schema, master_key)
-
-
 def recovery_seconds(server: FaultServer) -> float:
     """Seconds until a write and the read of it (waiting for the projections) are served."""
 
@@ -76,13 +70,34 @@ def recovery_seconds(server: FaultServer) -> float:
     return until(served, timeout=RECOVERY + 10)
 
 
-def test_a_server_killed_under_write_load_loses_no_acknowledged_write(
+@dataclass
+class Scenario:
+    """What a scenario works with: servers to make, the cluster, the schema, the master key."""
+
+    make_server: Callable[..., FaultServer]
+    cluster: PrivateCluster
+    schema: str
+    master_key: str
+
+    def finish(self, server: FaultServer) -> None:
+        """Wait for the projections to catch up, stop the server, compare with a rebuild."""
+        until(lambda: caught_up(server), timeout=30)
+        server.stop()
+        projections_rebuilt(self.cluster.url, self.schema, self.master_key)
+
+
+@pytest.fixture
+def scenario(
     make_server: Callable[..., FaultServer],
     cluster: PrivateCluster,
     fault_schema: str,
     master_key: str,
-) -> None:
-    server = make_server()
+) -> Scenario:
+    return Scenario(make_server, cluster, fault_schema, master_key)
+
+
+def test_a_server_killed_under_write_load_loses_no_acknowledged_write(scenario: Scenario) -> None:
+    server = scenario.make_server()
     server.start()
     with Load(server, writers=4, readers=1) as load:
         time.sleep(2.0)
@@ -91,53 +106,49 @@ def test_a_server_killed_under_write_load_loses_no_acknowledged_write(
         time.sleep(1.5)
     check_calls(load.calls, server_down=True)
     acknowledged_writes_kept(server, load.acknowledged)
-    finish(server, cluster, fault_schema, master_key)
+    scenario.finish(server)
 
 
-def test_postgres_restarted_then_down_for_10_s_under_load(
-    make_server: Callable[..., FaultServer],
-    cluster: PrivateCluster,
-    fault_schema: str,
-    master_key: str,
-) -> None:
-    server = make_server()
+def test_postgres_restarted_then_down_for_10_s_under_load(scenario: Scenario) -> None:
+    server = scenario.make_server()
     server.start()
     with Load(server, writers=3, readers=2) as load:
         time.sleep(1.5)
-        cluster.restart()
+        scenario.cluster.restart()
         restarted = recovery_seconds(server)
         time.sleep(0.5)
-        cluster.stop()
+        scenario.cluster.stop()
         down_until = time.monotonic() + 10.0
         during: list[Call] = []
         with server.client("writer0") as client:  # what a client sees meanwhile
             while time.monotonic() < down_until:
                 during.append(create(client)[0])
                 during.append(timed(client, "GET", "/me/core-memories")[0])
-        cluster.start()
+        scenario.cluster.start()
         recovered = recovery_seconds(server)
         time.sleep(1.0)
     check_calls(load.calls + during)
     assert {c.status for c in during} == {503}, {c.status for c in during}
     assert restarted <= RECOVERY and recovered <= RECOVERY, (restarted, recovered)
     acknowledged_writes_kept(server, load.acknowledged)
-    finish(server, cluster, fault_schema, master_key)
+    scenario.finish(server)
 
 
-def test_the_projections_process_killed_mid_batch_resumes_to_a_rebuilds_tables(
-    make_server: Callable[..., FaultServer],
-    cluster: PrivateCluster,
-    fault_schema: str,
-    master_key: str,
+def test_the_projections_process_killed_mid_run_resumes_to_a_rebuilds_tables(
+    scenario: Scenario,
 ) -> None:
-    server = make_server("serve", "--no-worker")
-    projections = make_server("projections", "run")
+    server = scenario.make_server("serve", "--no-worker")
+    projections = scenario.make_server("projections", "run")
     projections.start(ready=False)
     server.start()
     with Load(server, writers=4, readers=0) as load:
         for pause in (0.1, 0.4, 0.7):
-            before = applied(cluster, fault_schema)
-            until(lambda b=before: applied(cluster, fault_schema) > b, timeout=60, step=0.05)
+            before = applied(scenario.cluster, scenario.schema)
+            until(
+                lambda b=before: applied(scenario.cluster, scenario.schema) > b,
+                timeout=60,
+                step=0.05,
+            )
             time.sleep(pause)
             projections.kill()  # mid-run: under this load batches follow each other
             projections.start(ready=False)
@@ -146,16 +157,11 @@ def test_the_projections_process_killed_mid_batch_resumes_to_a_rebuilds_tables(
     acknowledged_writes_kept(server, load.acknowledged)
     until(lambda: caught_up(server), timeout=30)
     projections.stop()
-    finish(server, cluster, fault_schema, master_key)
+    scenario.finish(server)
 
 
-def test_exhausted_pools_answer_503_in_time_and_healthz_at_once(
-    make_server: Callable[..., FaultServer],
-    cluster: PrivateCluster,
-    fault_schema: str,
-    master_key: str,
-) -> None:
-    server = make_server()
+def test_exhausted_pools_answer_503_in_time_and_healthz_at_once(scenario: Scenario) -> None:
+    server = scenario.make_server()
     server.start()
     with server.client("writer0") as client:
         assert create(client)[0].status == 201
@@ -168,11 +174,11 @@ def test_exhausted_pools_answer_503_in_time_and_healthz_at_once(
         call = create(client)[0] if i % 4 == 0 else timed(client, "GET", "/me/core-memories")[0]
         blocked.append(call)
 
-    with psycopg.connect(cluster.url) as locker:  # reads and writes block on these locks
+    with psycopg.connect(scenario.cluster.url) as locker:  # reads and writes block on these locks
         for table in ("memledger_active_memories", "memledger_events"):
             locker.execute(
                 sql.SQL("LOCK TABLE {} IN ACCESS EXCLUSIVE MODE").format(
-                    sql.Identifier(fault_schema, table)
+                    sql.Identifier(scenario.schema, table)
                 )
             )
         threads = [threading.Thread(target=request, args=(i,)) for i in range(60)]
@@ -194,4 +200,4 @@ def test_exhausted_pools_answer_503_in_time_and_healthz_at_once(
     assert max(health) < 1.0, health
     with server.client("writer0") as client:  # the locks gone, everything answers again
         assert until(lambda: create(client)[0].status == 201, timeout=BOUND + SLACK) < BOUND
-    finish(server, cluster, fault_schema, master_key)
+    scenario.finish(server)
