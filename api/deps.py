@@ -45,7 +45,7 @@ class Services:
     request_deadline: float | None = None
     """Seconds within which every request is answered (api/deadline.py): 503 past it. `serve`
     sets MEMLEDGER_REQUEST_DEADLINE; None (services built by hand, in tests): no deadline."""
-    retry_after: int = 2
+    retry_after: int = 1
     """Seconds a 503 asks the client to wait before retrying (Retry-After)."""
     access_log: AccessLog | None = None
     """Where agent reads, searches and denials are recorded for audit (None: not recorded)."""

@@ -55,7 +55,7 @@ class Settings(BaseSettings):
         8, ge=1, le=100, description="connections of the API's read pool (the worker has its own)"
     )
     retry_after: int = Field(
-        2, ge=1, le=3600, description="seconds a 503 tells clients to wait (Retry-After)"
+        1, ge=1, le=3600, description="seconds a 503 tells clients to wait (Retry-After)"
     )
     key_cache_ttl: float = Field(30.0, ge=0, le=3600, description="seconds a data key is cached")
     search_cache_ttl: float = Field(

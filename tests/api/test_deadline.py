@@ -27,7 +27,7 @@ def test_a_request_still_running_at_the_deadline_is_answered_503_with_retry_afte
         released.wait(10)  # as a statement stuck in the database
         raise AssertionError("never answered")
 
-    services.request_deadline, services.retry_after = 0.5, 7
+    services.request_deadline, services.retry_after = 1.0, 7
     services.reads.memories = stuck  # type: ignore[method-assign]
     with TestClient(create_app(services), raise_server_exceptions=False) as client:
         started = time.monotonic()
@@ -40,8 +40,8 @@ def test_a_request_still_running_at_the_deadline_is_answered_503_with_retry_afte
         released.set()
     assert response.status_code == 503, response.text
     assert response.headers["Retry-After"] == "7" and "X-Request-ID" in response.headers
-    assert elapsed < 1.5
-    assert seen and seen[0] is not None and seen[0] < 0.5
+    assert elapsed < 3.0  # not the 10 s the route would take; slack for a busy machine
+    assert seen and seen[0] is not None and seen[0] < 1.0
 
 
 def test_ledger_unavailable_is_503_with_the_configured_retry_after(
