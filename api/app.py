@@ -12,8 +12,9 @@ from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from api.console import mount_console
+from api.deadline import Deadline
 from api.deps import Services
-from api.errors import install_error_handlers
+from api.errors import install_error_handlers, unavailable
 from api.mcp.http import mount_mcp
 from api.metrics import StateCollector
 from api.middleware import BodyLimit, RequestContext
@@ -43,6 +44,13 @@ def create_app(services: Services, *, max_lag: int = 1000) -> FastAPI:
     app.state.services = services
     install_error_handlers(app)
     app.add_middleware(BodyLimit, limit=services.max_body_bytes)
+    if services.request_deadline is not None:
+        # Inside RequestContext: a 503 for a late request carries its id and is counted.
+        app.add_middleware(
+            Deadline,
+            seconds=services.request_deadline,
+            late=lambda: unavailable(services.retry_after),
+        )
     app.add_middleware(RequestContext, metrics=services.metrics)  # outermost: ids every answer
     services.metrics.watch(
         StateCollector(
@@ -59,8 +67,10 @@ def create_app(services: Services, *, max_lag: int = 1000) -> FastAPI:
     mount_mcp(app)  # the same tools over MCP at /mcp
 
     @app.get("/healthz", tags=["operations"])
-    def healthz() -> dict[str, str]:
+    async def healthz() -> dict[str, str]:
         """200 while the process is up."""
+        # async and touching nothing: answered on the event loop, never queued behind
+        # requests blocked on the database in the thread pool.
         return {"status": "ok"}
 
     @app.get("/readyz", tags=["operations"], response_model=None)
@@ -70,6 +80,7 @@ def create_app(services: Services, *, max_lag: int = 1000) -> FastAPI:
         Quarantined events (a projection set aside events it could not apply) leave it ready
         but `degraded`, with the count per projection under `quarantined`.
         """
+        retry_after = {"Retry-After": str(services.retry_after)}
         try:
             position = services.ledger.position()
             lags = _lags(services.worker)
@@ -77,7 +88,9 @@ def create_app(services: Services, *, max_lag: int = 1000) -> FastAPI:
             quarantined = _quarantined(services)
         except Exception as error:  # any failure means not ready
             return JSONResponse(
-                {"status": "unavailable", "detail": type(error).__name__}, status_code=503
+                {"status": "unavailable", "detail": type(error).__name__},
+                status_code=503,
+                headers=retry_after,
             )
         search = _search_state(services)
         body = {
@@ -89,7 +102,7 @@ def create_app(services: Services, *, max_lag: int = 1000) -> FastAPI:
         }
         # Embeddings lagging (a bulk import being embedded) only delay vectors: still ready.
         if any(lag > max_lag for lag in lags.values()):
-            return JSONResponse({"status": "lagging", **body}, status_code=503)
+            return JSONResponse({"status": "lagging", **body}, status_code=503, headers=retry_after)
         return {"status": "ready", **body}
 
     @app.get("/metrics", tags=["operations"], response_class=Response)

@@ -19,7 +19,7 @@ from api.metrics import Metrics
 from api.settings import Settings
 from domain.ledger.keyring import KeyringError, MasterKeyring, generate_master_key
 from domain.ledger.ledger import MemoryLedger
-from domain.ledger.persistence.pool import LifoReadPool
+from domain.ledger.persistence.pool import RECONNECT_TIMEOUT, LifoReadPool, RequestReadPool
 from projections.reads import Reads
 from projections.registry import all_projections, main_projections
 from projections.views.embeddings import Embeddings
@@ -34,6 +34,7 @@ __all__ = [
     "build_embeddings",
     "build_ledger",
     "build_pool",
+    "build_read_pool",
     "build_services",
     "build_worker",
     "dev_secret",
@@ -127,7 +128,7 @@ def _key_lines(path: Path) -> list[str]:
 
 
 def build_pool(settings: Settings, database_url: str, *, max_size: int = 4) -> ConnectionPool[Any]:
-    """A connection pool for the read side (projections and queries), autocommit, LIFO."""
+    """A connection pool for a projection worker (applying, tracking), autocommit, LIFO."""
     return LifoReadPool(
         database_url,
         min_size=1,
@@ -135,6 +136,30 @@ def build_pool(settings: Settings, database_url: str, *, max_size: int = 4) -> C
         kwargs={"autocommit": True, "connect_timeout": settings.connect_timeout},
         open=True,
         name="memledger-projections",
+        reconnect_timeout=RECONNECT_TIMEOUT,
+    )
+
+
+def build_read_pool(settings: Settings, database_url: str) -> RequestReadPool:
+    """The API's read pool (projection reads, search, positions for read-your-writes):
+    autocommit, LIFO, each statement cut at `statement_timeout`, and an outage raised as
+    LedgerUnavailable (503). Separate from the workers' pools, so that requests blocked on the
+    database never take the connections projections are applied with."""
+    timeout_ms = int(settings.statement_timeout * 1000)
+    return RequestReadPool(
+        database_url,
+        min_size=1,
+        max_size=settings.read_pool_size,
+        kwargs={
+            "autocommit": True,
+            "connect_timeout": settings.connect_timeout,
+            # Set by the server at connection start: no round trip of its own.
+            "options": f"-c statement_timeout={timeout_ms}",
+        },
+        open=True,
+        name="memledger-reads",
+        timeout=settings.request_deadline,
+        reconnect_timeout=RECONNECT_TIMEOUT,
     )
 
 
@@ -160,17 +185,27 @@ def build_worker(
     ledger: MemoryLedger,
     database_url: str,
     embeddings: EmbeddingService | None = None,
+    *,
+    status_pool: ConnectionPool[Any] | None = None,
 ) -> ProjectionWorker:
     """The worker of every projection but embeddings (see `build_embedding_worker`), with the
-    tables of all created if missing. Read-your-writes waits for this one only.
+    tables of all created if missing. Read-your-writes waits for this one only, reading its
+    positions through `status_pool` (the API's read pool; the worker's own by default).
     """
     pool = build_pool(settings, database_url)
     ensure_tables(pool, settings.db_schema, all_projections(embeddings))
-    return ProjectionWorker(ledger, pool, settings.db_schema, main_projections())
+    return ProjectionWorker(
+        ledger, pool, settings.db_schema, main_projections(), status_pool=status_pool
+    )
 
 
 def build_embedding_worker(
-    settings: Settings, ledger: MemoryLedger, database_url: str, embeddings: EmbeddingService
+    settings: Settings,
+    ledger: MemoryLedger,
+    database_url: str,
+    embeddings: EmbeddingService,
+    *,
+    status_pool: ConnectionPool[Any] | None = None,
 ) -> ProjectionWorker:
     """The embeddings projection's own worker: small batches, a small pool of its own.
 
@@ -188,6 +223,7 @@ def build_embedding_worker(
         projections,
         batch_size=settings.embedding_batch,
         name="embeddings-worker",
+        status_pool=status_pool,
     )
 
 
@@ -197,11 +233,16 @@ def build_services(
     worker: ProjectionWorker,
     embeddings: EmbeddingService | None = None,
     embedding_worker: ProjectionWorker | None = None,
+    *,
+    read_pool: ConnectionPool[Any] | None = None,
 ) -> Services:
-    """What the HTTP routes use: ledger, projection reads, metrics, JWT secret, audit, cache."""
+    """What the HTTP routes use: ledger, projection reads (through `read_pool`, see
+    `build_read_pool`; the worker's status pool by default), metrics, JWT secret, audit, cache."""
     return Services(
         ledger=ledger,
-        reads=Reads(worker.pool, settings.db_schema),
+        reads=Reads(read_pool or worker.status_pool, settings.db_schema),
+        request_deadline=settings.request_deadline,
+        retry_after=settings.retry_after,
         metrics=Metrics(),
         jwt_secret=jwt_secret(settings),
         max_body_bytes=settings.max_body_bytes,

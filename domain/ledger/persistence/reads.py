@@ -1,22 +1,23 @@
 """One-statement queries on the ledger's database, outside the event-writing transactions.
 
 `fetch_one`, `fetch_all` and `execute` run one statement (rendered once with `render`) on a
-connection of `Connections` in autocommit, retried when the connection turns out to be broken.
+connection of `Connections` in autocommit, retried when the connection turns out to be broken
+(`retry.on_outage`, within the caller's deadline).
 Never run them inside a transaction that may roll back: psycopg would deallocate every prepared
 statement of the connection (docs/ledger.md).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from contextlib import AbstractContextManager
-from typing import Any, Final, Protocol, TypeVar, cast
+from typing import Any, Protocol
 
-from eventsourcing.persistence import InterfaceError, OperationalError
-from eventsourcing.utils import retry
 from psycopg import Connection
 from psycopg.rows import DictRow
 from psycopg.sql import Composable
+
+from domain.ledger.persistence.retry import on_outage
 
 __all__ = ["Connections", "execute", "fetch_all", "fetch_one", "render"]
 
@@ -33,18 +34,12 @@ class Connections(Protocol):
     def get_connection(self) -> AbstractContextManager[Connection[DictRow]]: ...
 
 
-F = TypeVar("F", bound=Callable[..., Any])
-_RETRY: Final = cast(
-    Callable[[F], F], retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
-)
-
-
 def render(statement: Composable) -> bytes:
     """A composed statement rendered once, so executing it costs no composing per call."""
     return statement.as_bytes(None)
 
 
-@_RETRY
+@on_outage
 def fetch_all(
     datastore: Connections, statement: bytes, params: Sequence[Any] = ()
 ) -> list[dict[str, Any]]:
@@ -54,7 +49,7 @@ def fetch_all(
         return curs.fetchall()
 
 
-@_RETRY
+@on_outage
 def fetch_one(
     datastore: Connections, statement: bytes, params: Sequence[Any] = ()
 ) -> dict[str, Any] | None:
@@ -64,7 +59,7 @@ def fetch_one(
         return curs.fetchone()
 
 
-@_RETRY
+@on_outage
 def execute(datastore: Connections, statement: bytes, params: Sequence[Any] = ()) -> None:
     """One idempotent write statement, committed on its own (safe to run again)."""
     with datastore.get_connection() as conn, conn.cursor() as curs:

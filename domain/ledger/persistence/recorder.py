@@ -14,19 +14,17 @@ from uuid import UUID
 from eventsourcing.application import Application
 from eventsourcing.persistence import (
     IntegrityError,
-    InterfaceError,
-    OperationalError,
     ProgrammingError,
     StoredEvent,
 )
 from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
-from eventsourcing.utils import retry
 from psycopg.sql import SQL, Composable, Identifier
 
 from domain.ledger.persistence import pipeline
 from domain.ledger.persistence.pipeline import Statement, oid
 from domain.ledger.persistence.pool import with_connection
 from domain.ledger.persistence.reads import render
+from domain.ledger.persistence.retry import on_outage
 from domain.ledger.persistence.tables import (
     DATA_KEYS,
     FINGERPRINTS,
@@ -132,7 +130,7 @@ class LedgerRecorder(PostgresApplicationRecorder):
             Identifier(self.events_table_name),
         )
 
-    @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
+    @on_outage
     def insert_events(
         self, stored_events: Sequence[StoredEvent], **changes: Any
     ) -> Sequence[int] | None:

@@ -1,0 +1,64 @@
+"""Every request is answered within the deadline: 503 with Retry-After past it, never a hang;
+/healthz never waits for the request thread pool."""
+
+from __future__ import annotations
+
+import inspect
+import threading
+import time
+from collections.abc import Callable
+
+from fastapi.testclient import TestClient
+
+from api.app import create_app
+from api.deps import Services
+from domain import deadline
+from domain.errors import LedgerUnavailable
+
+
+def test_a_request_still_running_at_the_deadline_is_answered_503_with_retry_after(
+    services: Services, auth: Callable[..., dict[str, str]], monkeypatch: object
+) -> None:
+    released = threading.Event()
+    seen: list[float | None] = []
+
+    def stuck(*_: object, **__: object) -> object:
+        seen.append(deadline.remaining())  # the route runs with the request's deadline
+        released.wait(10)  # as a statement stuck in the database
+        raise AssertionError("never answered")
+
+    services.request_deadline, services.retry_after = 1.0, 7
+    services.reads.memories = stuck  # type: ignore[method-assign]
+    with TestClient(create_app(services), raise_server_exceptions=False) as client:
+        started = time.monotonic()
+        response = client.get("/me/core-memories", headers=auth())
+        elapsed = time.monotonic() - started
+        for _ in range(100):  # the abandoned route thread, on a busy machine
+            if seen:
+                break
+            time.sleep(0.05)
+        released.set()
+    assert response.status_code == 503, response.text
+    assert response.headers["Retry-After"] == "7" and "X-Request-ID" in response.headers
+    assert elapsed < 3.0  # not the 10 s the route would take; slack for a busy machine
+    assert seen and seen[0] is not None and seen[0] < 1.0
+
+
+def test_ledger_unavailable_is_503_with_the_configured_retry_after(
+    services: Services, auth: Callable[..., dict[str, str]]
+) -> None:
+    def down(*_: object, **__: object) -> object:
+        raise LedgerUnavailable("database unavailable: OperationalError")
+
+    services.retry_after = 3
+    services.reads.memories = down  # type: ignore[method-assign]
+    with TestClient(create_app(services), raise_server_exceptions=False) as client:
+        response = client.get("/me/core-memories", headers=auth())
+    assert (response.status_code, response.headers["Retry-After"]) == (503, "3")
+    assert response.json()["detail"] == "the ledger is busy or unreachable; retry"
+
+
+def test_healthz_runs_on_the_event_loop(services: Services) -> None:
+    app = create_app(services)
+    (route,) = [r for r in app.routes if getattr(r, "path", "") == "/healthz"]
+    assert inspect.iscoroutinefunction(route.endpoint)  # type: ignore[attr-defined]

@@ -1,0 +1,125 @@
+"""Pools and retries under outages: dropped connections are replaced, never handed out, and
+every wait and retry ends within the caller's deadline (domain/deadline.py)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import psycopg
+import pytest
+from eventsourcing.persistence import OperationalError
+from psycopg_pool import PoolTimeout
+
+from api.bootstrap import build_read_pool
+from api.settings import Settings
+from domain import deadline
+from domain.errors import LedgerUnavailable
+from domain.ledger.ledger import MemoryLedger
+from domain.ledger.persistence.pool import RECONNECT_TIMEOUT, LifoReadPool
+from domain.ledger.persistence.retry import on_outage
+from domain.ledger.retries import retrying
+
+
+def _terminate(database_url: str, pids: list[int]) -> None:
+    with psycopg.connect(database_url, autocommit=True) as admin:
+        admin.execute("SELECT pg_terminate_backend(pid) FROM unnest(%s::int[]) AS pid", (pids,))
+    time.sleep(0.2)  # the FATAL message and the close reach the clients' sockets
+
+
+def test_connections_the_server_closed_are_replaced_not_handed_out(
+    make_ledger: Callable[..., MemoryLedger], database_url: str
+) -> None:
+    # As after a PostgreSQL restart: every idle connection of the pool was ended by the server.
+    pool: Any = make_ledger(pool_size=3).factory.datastore.pool  # type: ignore[attr-defined]
+    pool.wait()
+    assert pool.reconnect_timeout == RECONNECT_TIMEOUT
+    with pool.connection() as a, pool.connection() as b, pool.connection() as c:
+        pids = [conn.info.backend_pid for conn in (a, b, c)]
+    _terminate(database_url, pids)
+    started = time.monotonic()
+    with pool.connection() as conn:
+        assert conn.execute("SELECT 1").fetchone() == {"?column?": 1}
+        assert conn.info.backend_pid not in pids
+    assert time.monotonic() - started < 2.0  # no check-and-back-off round per dead connection
+    assert pool.get_stats()["connections_lost"] >= 3
+
+
+def test_the_api_read_pool_has_a_statement_timeout_and_raises_outages_as_unavailable(
+    database_url: str, pg_schema: str
+) -> None:
+    settings = Settings(database_url=database_url, db_schema=pg_schema, statement_timeout=0.2)
+    pool = build_read_pool(settings, database_url)
+    try:
+        with pool.connection() as conn:
+            assert conn.execute("SHOW statement_timeout").fetchone() == ("200ms",)
+        with pytest.raises(LedgerUnavailable), pool.connection() as conn:
+            conn.execute("SELECT pg_sleep(2)")  # QueryCanceled: an OperationalError
+        with pytest.raises(psycopg.errors.UndefinedTable), pool.connection() as conn:
+            conn.execute("SELECT * FROM no_such_table")  # a bug, not an outage: unchanged
+    finally:
+        pool.close()
+
+
+def test_a_pool_waits_no_longer_than_the_deadline_and_not_at_all_past_it(
+    database_url: str,
+) -> None:
+    pool: LifoReadPool = LifoReadPool(
+        database_url, min_size=1, max_size=1, kwargs={"autocommit": True}, open=True, timeout=30
+    )
+    try:
+        with pool.connection():  # the only connection is taken
+            started = time.monotonic()
+            with deadline.within(0.3), pytest.raises(PoolTimeout):
+                pool.getconn()
+            assert time.monotonic() - started < 1.0
+            with deadline.within(0.0), pytest.raises(LedgerUnavailable):
+                pool.getconn()  # not an OperationalError: the library's retries stop here
+    finally:
+        pool.close()
+
+
+def test_retries_on_a_dropped_connection_stop_before_the_deadline() -> None:
+    calls: list[float] = []
+
+    @on_outage
+    def always_down() -> None:
+        calls.append(time.monotonic())
+        raise OperationalError("server closed the connection unexpectedly")
+
+    started = time.monotonic()
+    with deadline.within(0.5), pytest.raises(OperationalError):
+        always_down()
+    assert time.monotonic() - started < 0.6
+    assert 1 < len(calls) < 10
+
+
+def test_an_outage_in_a_command_is_ledger_unavailable() -> None:
+    def body() -> None:
+        raise OperationalError("the database system is shutting down")
+
+    with pytest.raises(LedgerUnavailable):
+        retrying(body)
+
+
+def test_deadlines_nest_and_end_with_their_block() -> None:
+    assert deadline.remaining() is None and not deadline.expired()
+    with deadline.within(10):
+        with deadline.within(60):
+            left = deadline.remaining()
+            assert left is not None and left <= 10
+        with deadline.within(0):
+            assert deadline.expired()
+    assert deadline.remaining() is None
+
+
+def test_past_the_deadline_the_librarys_own_retries_stop_at_once(
+    make_ledger: Callable[..., MemoryLedger],
+) -> None:
+    ledger = make_ledger()
+    assert ledger.position() == 0
+    started = time.monotonic()
+    with deadline.within(0), pytest.raises(LedgerUnavailable):
+        ledger.position()  # the library's max_notification_id, retried 10 x 0.2 s on errors
+    assert time.monotonic() - started < 0.5
