@@ -22,8 +22,8 @@ NUL_CONVERSATION = "c\u0000d"
 def propose_with_nul(ledger: MemoryLedger, user_id: str, key: str = "poison") -> int:
     """A candidate proposal whose source_conversation_id holds NUL; returns its position.
 
-    Built from the aggregate and saved through the ledger's store, so that the API's and the
-    commands' checks (which refuse NUL) cannot stop it.
+    Built from the aggregate, its recorded event altered, and saved through the ledger's store,
+    so that the API's, the commands' and the aggregate's checks (which refuse NUL) cannot stop it.
     """
     candidate_id = uuid4()
     new_key = ledger.candidates.keys.stage(candidate_id, user_id, "candidate")
@@ -38,9 +38,12 @@ def propose_with_nul(ledger: MemoryLedger, user_id: str, key: str = "poison") ->
         proposed_key=key,
         proposed_content="a secret proposal text",
         proposed_category="preference",
-        source_conversation_id=NUL_CONVERSATION,
+        source_conversation_id="c-d",
         expires_at=ledger.clock() + CANDIDATE_TTL,
     )
+    # The aggregate refuses NUL too: poison the recorded event itself, below every check.
+    created = candidate._pending_events[-1]  # the library's list of unsaved events
+    object.__setattr__(created, "source_conversation_id", NUL_CONVERSATION)
     position = ledger.candidates.store.save(candidate, new_keys=[new_key])
     assert position is not None
     return position
