@@ -11,12 +11,27 @@ from domain.model.values import Scope
 
 __all__ = ["KeyedHashes"]
 
+_LOCK_IDS_CACHED = 100_000
+
 
 class KeyedHashes:
     """Content hashes under a memory's key; claims and proposal prints under the user's key."""
 
     def __init__(self, keys: DataKeyStore) -> None:
         self.keys = keys
+        self._locks: dict[str, int] = {}
+
+    def lock(self, user_id: str) -> int:
+        """The id of the user's write lock (a PostgreSQL advisory lock, a signed 64-bit int),
+        keyed under the ledger's key: the locks table names no user."""
+        lock_id = self._locks.get(user_id)
+        if lock_id is None:
+            digest = self.keys.keyed_hash(self.keys.ledger_key(), "user-lock", user_id)
+            lock_id = int(digest[:16], 16) - (1 << 63)
+            if len(self._locks) >= _LOCK_IDS_CACHED:
+                self._locks.clear()
+            self._locks[user_id] = lock_id
+        return lock_id
 
     def content(self, key_id: UUID, content: str) -> str:
         """Keyed hash of normalised content; uncheckable once the memory's key is shredded.

@@ -20,6 +20,7 @@ from domain.ledger.persistence.tables import NewDataKey
 __all__ = ["DataKeyStore", "user_key_id"]
 
 _USER_KEYS: Final = uuid5(NAMESPACE_URL, "memledger:user-key")
+_LEDGER_KEY: Final = uuid5(NAMESPACE_URL, "memledger:ledger-key")
 _MISSING: Final = b""
 
 
@@ -93,17 +94,24 @@ class DataKeyStore:
         Concurrent first uses (threads or processes) race on the insert; every caller then
         reads back the one committed key, never a key of its own that lost the race.
         """
-        key_id = user_key_id(user_id)
+        return self._shared_key(user_key_id(user_id), user_id)
+
+    def ledger_key(self) -> bytes:
+        """The ledger's own key, created on first use: keys hashes that belong to no user
+        (the ids of the per-user write locks). Owned by user "", never erased."""
+        return self._shared_key(_LEDGER_KEY, "")
+
+    def _shared_key(self, key_id: UUID, owner: str) -> bytes:
         raw = self.get(key_id)
         if raw is not None:
             return raw
         master_id, wrapped = self._keyring.wrap(key_id.bytes, os.urandom(32))
-        self._table.insert_user_key(key_id, user_id, master_id, wrapped)
+        self._table.insert_user_key(key_id, owner, master_id, wrapped)
         with self._lock:
             self._cache.pop(key_id, None)
         raw = self.get(key_id)
         if raw is None:
-            raise LookupError(f"the key of user {user_id!r} vanished while being created")
+            raise LookupError(f"the key of user {owner!r} vanished while being created")
         return raw
 
     # -- reading -----------------------------------------------------------------------------
@@ -155,6 +163,10 @@ class DataKeyStore:
     def owned_keys(self, user_id: str, kind: str) -> list[UUID]:
         """Ids of the live keys of one kind that belong to a user (e.g. all their memories)."""
         return self._table.owned(user_id, kind)
+
+    def candidates_about(self, memory_id: UUID) -> list[UUID]:
+        """Ids of the live candidate keys naming this memory (pending or accepted candidates)."""
+        return self._table.about(memory_id)
 
     def count_held(self, aggregate_ids: list[UUID]) -> int:
         """How many keys still exist for these aggregates or for candidates about them."""

@@ -2,21 +2,25 @@
 
 `with_connection(datastore, work)` runs `work(conn)` on a pooled connection and raises psycopg
 errors as the library's persistence errors (mapped as `PostgresDatastore.get_connection`
-maps them); a broken or closed connection is discarded by the pool. While the pool is not
+maps them); a broken or closed connection is discarded by the pool. Inside
+`with pinned(datastore) as conn:` every `with_connection` of this thread runs on `conn`
+(a session holding a lock does its writes itself). While the pool is not
 open (or closed), the library's own `get_connection` runs, which opens it. Why the library's
 path is skipped otherwise: docs/ledger.md.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any, Final, TypeVar
 
 import psycopg
 from eventsourcing import persistence
 from eventsourcing.postgres import PostgresDatastore
 
-__all__ = ["with_connection"]
+__all__ = ["pinned", "with_connection"]
 
 T = TypeVar("T")
 
@@ -37,6 +41,12 @@ def with_connection(
     datastore: PostgresDatastore, work: Callable[[psycopg.Connection[Any]], T]
 ) -> T:
     """`work` run on a pooled connection; psycopg errors raised as persistence errors."""
+    conn = getattr(_pins, "conns", {}).get(id(datastore))
+    if conn is not None:
+        try:
+            return work(conn)
+        except psycopg.Error as e:
+            raise persistence_error(e) from e
     pool = datastore.pool
     if pool.closed:
         with datastore.get_connection() as conn:
@@ -52,6 +62,30 @@ def with_connection(
     except psycopg.Error as e:
         raise persistence_error(e) from e
     finally:
+        pool.putconn(conn)
+
+
+_pins = threading.local()
+
+
+@contextmanager
+def pinned(datastore: PostgresDatastore) -> Iterator[psycopg.Connection[Any]]:
+    """A pooled connection that this thread's `with_connection` calls use until the exit."""
+    conns: dict[int, psycopg.Connection[Any]] = _pins.__dict__.setdefault("conns", {})
+    if id(datastore) in conns:
+        raise RuntimeError("a connection is pinned already")
+    pool = datastore.pool
+    if pool.closed:
+        pool.open()
+    try:
+        conn = pool.getconn()
+    except psycopg.Error as e:
+        raise persistence_error(e) from e
+    conns[id(datastore)] = conn
+    try:
+        yield conn
+    finally:
+        del conns[id(datastore)]
         pool.putconn(conn)
 
 
