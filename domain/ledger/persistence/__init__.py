@@ -5,7 +5,7 @@ eventsourcing.postgres or any library's internals (import-linter enforces the im
                 timeout (MemoryLedger names it in its env: PERSISTENCE_MODULE)
     recorder    LedgerRecorder: writes events and side-table rows in one transaction
     pipeline    one write as one libpq pipeline of prepared statements
-    checkout    a save's connection taken straight from the pool
+    checkout    a save's connection taken straight from the pool, or the one pinned to its thread
     pool        LIFO connection pools (the ledger's and the API's read pool)
     saving      `record`: a save past Application.save; `lost_claim`: which constraint failed
     tables      the side tables' DDL and the rows a save writes (NewDataKey, Claim, Fingerprint)

@@ -2,11 +2,10 @@
 
 `with_connection(datastore, work)` runs `work(conn)` on a pooled connection and raises psycopg
 errors as the library's persistence errors (mapped as `PostgresDatastore.get_connection`
-maps them); a broken or closed connection is discarded by the pool. Inside
-`with pinned(datastore) as conn:` every `with_connection` of this thread runs on `conn`
-(a session holding a lock does its writes itself). While the pool is not
+maps them); a broken or closed connection is discarded by the pool. While the pool is not
 open (or closed), the library's own `get_connection` runs, which opens it. Why the library's
-path is skipped otherwise: docs/ledger.md.
+path is skipped otherwise: docs/ledger.md. Inside `with pinned(datastore) as conn:`, every
+`with_connection` of this thread runs on `conn` (a session holding a lock writes itself).
 """
 
 from __future__ import annotations
