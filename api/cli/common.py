@@ -12,7 +12,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Final, NoReturn
 
-import click
 import typer
 from typer.core import TyperGroup
 
@@ -85,13 +84,14 @@ class CommandGroup(TyperGroup):
     """The `memledger` group: an exception a command let through becomes one line on stderr
     and its exit status (`describe`)."""
 
-    def invoke(self, ctx: click.Context) -> Any:
+    def invoke(self, ctx: Any) -> Any:
         try:
             return super().invoke(ctx)
-        except (click.exceptions.Exit, click.ClickException, click.Abort, typer.Exit, typer.Abort):
-            raise
         except Exception as error:
-            if os.environ.get("MEMLEDGER_TRACEBACK"):
+            # Usage errors, --help, typer.Exit, Abort: the framework's own (typer vendors
+            # click, so they are matched by where they are defined) answer as they do.
+            framework = type(error).__module__.startswith(("click.", "typer."))
+            if framework or os.environ.get("MEMLEDGER_TRACEBACK"):
                 raise
             status, message = describe(error)
             fail(f"memledger: {message}", status)
