@@ -296,7 +296,6 @@ def _stamps(t: Tables) -> Composed:
     return Tables(t.schema)[STAMPS]  # always the live table, also during a rebuild
 
 
-
 def stored_vectors(src: ReadSource) -> int:
     """How many vectors the live table holds (0 before it exists): what a rebuild without an
     embedder would throw away."""
