@@ -2,13 +2,15 @@
 
 Each command group lives in a module of its own: serve (and version), mcp, token, users
 (erase-user), replay, migrate (migrate legacy, export, import), keys, projections. The
-commands only parse options and call the packages that do the work.
+commands only parse options and call the packages that do the work. Errors: one line on stderr
+and a documented exit status, for every command (`api.cli.common`, docs/operations.md).
 """
 
 from __future__ import annotations
 
 import typer
 
+from api.cli.common import CommandGroup
 from api.cli.keys import keys_app
 from api.cli.mcp import mcp_command
 from api.cli.migrate import export_command, import_command, migrate_app
@@ -20,7 +22,7 @@ from api.cli.users import erase_user
 
 __all__ = ["app", "main"]
 
-app = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False)
+app = typer.Typer(cls=CommandGroup, no_args_is_help=True, pretty_exceptions_enable=False)
 
 
 @app.callback()

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from api.cli.common import complete_shredding, fail, load_settings
+from api.cli.common import EXIT_REFUSED, complete_shredding, fail, load_settings
 from api.settings import Settings
 
 if TYPE_CHECKING:
@@ -62,8 +62,19 @@ def rebuild_projections(
     processes: Annotated[
         int, typer.Option(min=1, help="processes filling the tables, each over a share of users")
     ] = 2,
+    drop_vectors: Annotated[
+        bool,
+        typer.Option(
+            "--drop-vectors",
+            help="rebuild embeddings even when no embedder can recompute the stored vectors",
+        ),
+    ] = False,
 ) -> None:
-    """Rebuild projections from the ledger into fresh tables and swap them in live."""
+    """Rebuild projections from the ledger into fresh tables and swap them in live.
+
+    Rebuilding embeddings while the embedder is off or unavailable would throw the stored
+    vectors away: refused (exit status 5) unless --drop-vectors.
+    """
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
     from projections.rebuild import rebuild
@@ -79,6 +90,8 @@ def rebuild_projections(
     embedding_worker.pool.close()
     embeddings = _embeddings_of(embedding_worker)
     chosen = select(names or [], embeddings)  # vectors from the configured embedder
+    if any(p.name == "embeddings" for p in chosen) and not drop_vectors:
+        _refuse_to_drop_vectors(settings, worker, ledger, embeddings)
     columns = (
         TextColumn("{task.description}"),
         BarColumn(),
@@ -217,6 +230,32 @@ def _ledger_and_workers(
         ledger,
         build_worker(settings, ledger, url, embeddings),
         build_embedding_worker(settings, ledger, url, embeddings),
+    )
+
+
+def _refuse_to_drop_vectors(
+    settings: Settings,
+    worker: ProjectionWorker,
+    ledger: MemoryLedger,
+    embeddings: EmbeddingService | None,
+) -> None:
+    """Exit (status 5) when the rebuild would throw away vectors no embedder can recompute."""
+    from projections.reads import Reads
+    from projections.views.embeddings import stored_vectors
+
+    if embeddings is not None and embeddings.warm_up():
+        return
+    stored = stored_vectors(Reads(worker.pool, settings.db_schema))
+    if not stored:
+        return
+    worker.pool.close()
+    ledger.close()
+    fail(
+        f"memledger: projections rebuild: the embedder is off or unavailable; rebuilding"
+        f" embeddings would throw away {stored} stored vectors it cannot recompute. Turn the"
+        f" embedder on, leave embeddings out (name the projections to rebuild), or pass"
+        f" --drop-vectors",
+        EXIT_REFUSED,
     )
 
 

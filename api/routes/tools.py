@@ -177,8 +177,9 @@ def save_core_memory(
     _check_values(body.memory_key, body.content, body.category, identity.workspace)
     with _tool(services, identity, "save_core_memory") as workspace:
         user_id, scope = identity.user_id, policy.tool_scope(body.scope_type, workspace)
-        try:
-            outcome = services.ledger.create_memory(
+
+        def create() -> Outcome:
+            return services.ledger.create_memory(
                 user_id,
                 scope=scope,
                 memory_key=body.memory_key,
@@ -187,9 +188,17 @@ def save_core_memory(
                 source_type="explicit",
                 changed_via="agent_tool",
             )
+
+        try:
+            outcome = create()
         except KeyExists as taken:
             # Section 9.3: a conflicting value never overwrites; the user decides.
-            return _propose_replacement(services, workspace, user_id, scope, body, taken.memory_id)
+            try:
+                return _propose_replacement(
+                    services, workspace, user_id, scope, body, taken.memory_id
+                )
+            except MemoryForgotten:
+                outcome = create()  # forgotten since: the key is free, this save creates
         memory = services.wrote(user_id, outcome).memory
         assert memory is not None
         if outcome.status == "unchanged":

@@ -54,12 +54,15 @@ class CandidateCommands:
             check_category(category),
         )
         check_workspace_content(scope, text)
-        if target_memory_id is not None:
-            target = self.store.memory(user_id, target_memory_id)
-            expected_revision = expected_revision or target.revision
         print_ = self.hashes.proposal(user_id, scope, key, text, category)
 
         def attempt() -> Outcome:
+            revision = expected_revision
+            if target_memory_id is not None:
+                # Checked again on each attempt: a save that lost to the target's forget (its
+                # key, naming the target, cannot be stored) ends here, in MemoryForgotten.
+                target = self.store.memory(user_id, target_memory_id)
+                revision = expected_revision or target.revision
             now = self.clock()
             known = self._known_proposal(user_id, print_, now)
             if known is not None:
@@ -75,7 +78,7 @@ class CandidateCommands:
                 user_id=user_id,
                 operation=operation,
                 target_memory_id=target_memory_id,
-                expected_revision=expected_revision,
+                expected_revision=revision,
                 proposed_scope_type=scope.scope_type,
                 proposed_workspace_type=scope.workspace_type,
                 proposed_key=key,

@@ -14,7 +14,7 @@ from uuid import UUID
 from eventsourcing.persistence import ApplicationRecorder
 from eventsourcing.utils import get_topic
 
-from domain.errors import NotFound
+from domain.errors import InvalidInput, NotFound
 from domain.ledger.results import Outcome
 from domain.ledger.retries import retrying
 from domain.ledger.store import AggregateStore
@@ -43,18 +43,24 @@ class Forgetting:
     def forget(self, user_id: str, memory_id: UUID) -> Outcome:
         """Irrecoverably forget (section 9.4): append the tombstone, destroy the key, done.
 
-        One transaction appends the tombstone and deletes the memory's data key, the keys of
-        candidates about it, its key claim and their fingerprints: a crash leaves all or none.
+        One transaction appends the tombstone, expires the pending candidates about the memory
+        and deletes the memory's data key, the keys of candidates about it, its key claim and
+        their fingerprints: a crash leaves all or none. It holds the user's write lock, so no
+        candidate about the memory commits meanwhile (nor after: its key could not be stored).
         """
 
         def attempt() -> Outcome:
             memory = self.store.memory(user_id, memory_id)
             memory.forget(self.clock())
-            position = self.store.save(memory, shred_memories=[memory.id])
-            self.keys.forget_cached([memory.id])
+            candidates = self.store.candidates_about(user_id, memory.id)
+            for candidate in candidates:
+                candidate.expire()
+            position = self.store.save(memory, *candidates, shred_memories=[memory.id])
+            self.keys.forget_cached([memory.id, *(c.id for c in candidates)])
             return Outcome("forgotten", position=position)
 
-        outcome = retrying(attempt)
+        with self.store.exclusive(user_id):
+            outcome = retrying(attempt)
         # Candidate keys tied to this memory were shredded too; drop any cached copy of them.
         self.keys.forget_all_cached()
         return outcome
@@ -69,31 +75,40 @@ class Forgetting:
     def erase_user(self, user_id: str) -> Outcome:
         """Forget every memory, shred every candidate and reset the settings of one user.
 
-        One transaction: tombstones for all live memories, expiry of pending candidates, and
-        the deletion of every data key, claim and fingerprint the user has.
+        Holds the user's write lock throughout: what it lists (every memory and candidate the
+        ledger's events name as the user's, so also any an earlier erase missed) is all there
+        is until it commits. One transaction: tombstones for all live memories, expiry of
+        pending candidates, and the deletion of every data key, claim and fingerprint the user
+        has. NotFound when the ledger has nothing of the user.
         """
+        if not user_id:
+            raise InvalidInput("user_id", "required")
 
         def attempt() -> Outcome:
             now = self.clock()
+            memory_ids, candidate_ids = self.store.owned(user_id)
+            settings = self.store.settings(user_id)
+            if not memory_ids and not candidate_ids and settings is None:
+                raise NotFound(f"the ledger has nothing of user {user_id!r}")
             changed: list[Memory | MemoryCandidate | MemorySettings] = []
-            for memory_id in self.keys.owned_keys(user_id, "memory"):
+            for memory_id in memory_ids:
                 memory = self.store.memory(user_id, memory_id, live=False)
                 if not memory.is_forgotten:
                     memory.forget(now)
                     changed.append(memory)
-            for candidate_id in self.keys.owned_keys(user_id, "candidate"):
+            for candidate_id in candidate_ids:
                 candidate = self.store.candidate(user_id, candidate_id)
                 if candidate.status == "pending":
                     candidate.expire()
                     changed.append(candidate)
-            settings = self.store.settings(user_id)
             if settings is not None:
                 settings.erase()
                 changed.append(settings)
             position = self.store.save(*changed, shred_users=[user_id])
             return Outcome("erased", position=position)
 
-        outcome = retrying(attempt)
+        with self.store.exclusive(user_id):
+            outcome = retrying(attempt)
         self.keys.forget_all_cached()
         return outcome
 

@@ -22,6 +22,7 @@ from domain.model.values import Scope, normalise_content
 __all__ = ["DataKeyStore", "KeyedHashes", "user_key_id"]
 
 _USER_KEYS: Final = uuid5(NAMESPACE_URL, "memledger:user-key")
+_LEDGER_KEY: Final = uuid5(NAMESPACE_URL, "memledger:ledger-key")
 _MISSING: Final = b""
 
 
@@ -95,17 +96,24 @@ class DataKeyStore:
         Concurrent first uses (threads or processes) race on the insert; every caller then
         reads back the one committed key, never a key of its own that lost the race.
         """
-        key_id = user_key_id(user_id)
+        return self._shared_key(user_key_id(user_id), user_id)
+
+    def ledger_key(self) -> bytes:
+        """The ledger's own key, created on first use: keys hashes that belong to no user
+        (the ids of the per-user write locks). Owned by user "", never erased."""
+        return self._shared_key(_LEDGER_KEY, "")
+
+    def _shared_key(self, key_id: UUID, owner: str) -> bytes:
         raw = self.get(key_id)
         if raw is not None:
             return raw
         master_id, wrapped = self._keyring.wrap(key_id.bytes, os.urandom(32))
-        self._table.insert_user_key(key_id, user_id, master_id, wrapped)
+        self._table.insert_user_key(key_id, owner, master_id, wrapped)
         with self._lock:
             self._cache.pop(key_id, None)
         raw = self.get(key_id)
         if raw is None:
-            raise LookupError(f"the key of user {user_id!r} vanished while being created")
+            raise LookupError(f"the key of user {owner!r} vanished while being created")
         return raw
 
     # -- reading -----------------------------------------------------------------------------
@@ -157,6 +165,10 @@ class DataKeyStore:
     def owned_keys(self, user_id: str, kind: str) -> list[UUID]:
         """Ids of the live keys of one kind that belong to a user (e.g. all their memories)."""
         return self._table.owned(user_id, kind)
+
+    def candidates_about(self, memory_id: UUID) -> list[UUID]:
+        """Ids of the live candidate keys naming this memory (pending or accepted candidates)."""
+        return self._table.about(memory_id)
 
     def count_held(self, aggregate_ids: list[UUID]) -> int:
         """How many keys still exist for these aggregates or for candidates about them."""
@@ -214,12 +226,27 @@ class DataKeyStore:
         while len(self._cache) > self._size:
             self._cache.popitem(last=False)
 
+_LOCK_IDS_CACHED = 100_000
+
 
 class KeyedHashes:
     """Content hashes under a memory's key; claims and proposal prints under the user's key."""
 
     def __init__(self, keys: DataKeyStore) -> None:
         self.keys = keys
+        self._locks: dict[str, int] = {}
+
+    def lock(self, user_id: str) -> int:
+        """The id of the user's write lock (a PostgreSQL advisory lock, a signed 64-bit int),
+        keyed under the ledger's key: the locks table names no user."""
+        lock_id = self._locks.get(user_id)
+        if lock_id is None:
+            digest = self.keys.keyed_hash(self.keys.ledger_key(), "user-lock", user_id)
+            lock_id = int(digest[:16], 16) - (1 << 63)
+            if len(self._locks) >= _LOCK_IDS_CACHED:
+                self._locks.clear()
+            self._locks[user_id] = lock_id
+        return lock_id
 
     def content(self, key_id: UUID, content: str) -> str:
         """Keyed hash of normalised content; uncheckable once the memory's key is shredded.

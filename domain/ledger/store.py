@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any, TypeVar
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, Final, TypeVar
 from uuid import UUID
 
 from eventsourcing.application import AggregateNotFoundError, Application
 from eventsourcing.persistence import IntegrityError, PersistenceError
+from eventsourcing.utils import get_topic
 
 from domain.errors import LedgerUnavailable, MemoryForgotten, NotFound
 from domain.ledger.keystore import DataKeyStore, KeyedHashes
 from domain.ledger.persistence import recorder
 from domain.ledger.persistence.lookups import Lookups
+from domain.ledger.persistence.recorder import LedgerRecorder
 from domain.ledger.persistence.tables import NewDataKey
 from domain.ledger.retries import ClaimTaken, Retry, outage_unavailable
 from domain.ledger.sealing import MissingDataKey
@@ -25,6 +28,9 @@ __all__ = ["AggregateStore"]
 
 T = TypeVar("T")
 
+_LOCKED: Final = (Memory, MemoryCandidate, MemorySettings)
+"""Aggregates whose saves take their user's write lock (what erasing a user changes)."""
+
 
 class AggregateStore:
     """What every command loads and saves through.
@@ -33,7 +39,8 @@ class AggregateStore:
     writes the aggregates' new events and the side-table rows (`new_keys`, `claims`,
     `fingerprints`, `link_keys`, `shred_memories`, `shred_keys`, `shred_users`: see
     `LedgerRecorder`) in one transaction; a lost race raises Retry (ClaimTaken for a key claim)
-    and any other persistence failure LedgerUnavailable.
+    and any other persistence failure LedgerUnavailable. A save of memories, candidates or
+    settings takes their user's write lock (shared); `exclusive(user_id)` holds it alone.
     """
 
     def __init__(
@@ -94,15 +101,35 @@ class AggregateStore:
             return None
         return self.memory(user_id, holder, live=False)
 
+    def owned(self, user_id: str) -> tuple[list[UUID], list[UUID]]:
+        """Ids of every memory and candidate the user ever had, forgotten ones included, read
+        from the ledger's events (not from keys, which a forget destroys)."""
+        recorder = self._recorder()
+        created, proposed = get_topic(Memory.Created), get_topic(MemoryCandidate.Proposed)
+        found = recorder.originators(user_id, [created, proposed])
+        return (
+            [aggregate_id for aggregate_id, topic in found if topic == created],
+            [aggregate_id for aggregate_id, topic in found if topic == proposed],
+        )
+
+    def candidates_about(self, user_id: str, memory_id: UUID) -> list[MemoryCandidate]:
+        """The user's pending candidates about this memory (those holding a key naming it)."""
+        found = [self.candidate(user_id, c) for c in self.keys.candidates_about(memory_id)]
+        return [candidate for candidate in found if candidate.status == "pending"]
+
     # -- saving ------------------------------------------------------------------------------
 
     def save(
         self, *aggregates: Any, new_keys: Sequence[NewDataKey] = (), **changes: Any
     ) -> int | None:
         """Save aggregates and side-table rows atomically; returns the last position."""
+        users = {a.user_id for a in aggregates if isinstance(a, _LOCKED)}
+        locks = [self.hashes.lock(user) for user in users]
         try:
             position = recorder.record(
-                self._application, aggregates, {"new_keys": new_keys, **changes}
+                self._application,
+                aggregates,
+                {"user_locks": locks, "new_keys": new_keys, **changes},
             )
         except IntegrityError as error:
             self.keys.discard(new_keys)
@@ -121,7 +148,23 @@ class AggregateStore:
         self.keys.unstage(new_keys)
         return position
 
+    @contextmanager
+    def exclusive(self, user_id: str) -> Iterator[None]:
+        """No other save of the user's memories, candidates or settings commits until the exit
+        (they wait, `lock_timeout` at most); this thread's saves meanwhile go through."""
+        recorder = self._recorder()
+        try:
+            with recorder.exclusive(self.hashes.lock(user_id)):
+                yield
+        except PersistenceError as error:
+            raise LedgerUnavailable(str(error)) from error
+
     def position(self) -> int:
         """The ledger's latest position (0 when empty)."""
         with outage_unavailable():
             return self._application.recorder.max_notification_id() or 0
+
+    def _recorder(self) -> LedgerRecorder:
+        recorder = self._application.recorder
+        assert isinstance(recorder, LedgerRecorder), "the ledger runs on its own recorder"
+        return recorder

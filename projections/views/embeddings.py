@@ -37,7 +37,7 @@ from uuid import UUID
 import numpy as np
 import numpy.typing as npt
 from psycopg import Connection, Cursor
-from psycopg.sql import SQL, Composed
+from psycopg.sql import SQL, Composed, Literal
 
 from domain.model.events import REDACTED
 from projections.base import Projection
@@ -49,7 +49,14 @@ from projections.memory_kinds import MEMORY_KINDS as _KINDS
 from projections.sealed import RowSeal, vacuum_promptly
 from projections.tracking import Tables
 from projections.views._memory_rows import MEMORY_ID
-from projections.views._rows import Column, RowChanges, column_names, column_types, create_table
+from projections.views._rows import (
+    Column,
+    ReadSource,
+    RowChanges,
+    column_names,
+    column_types,
+    create_table,
+)
 from projections.views.search_terms import TABLE_NAME as SEARCH_TERMS
 
 __all__ = [
@@ -63,6 +70,7 @@ __all__ = [
     "from_bytes",
     "open_vector",
     "passage_text",
+    "stored_vectors",
     "to_bytes",
 ]
 
@@ -320,3 +328,17 @@ class Embeddings(Projection):
 
 def _stamps(t: Tables) -> Composed:
     return Tables(t.schema)[STAMPS]  # always the live table, also during a rebuild
+
+
+def stored_vectors(src: ReadSource) -> int:
+    """How many vectors the live table holds (0 before it exists): what a rebuild without an
+    embedder would throw away."""
+    qualified = SQL("format('%%I.%%I', {}, {})").format(
+        Literal(src.t.schema), Literal(src.t.name("embeddings"))
+    )
+    [found] = src.all(SQL("SELECT to_regclass({}) IS NOT NULL AS found").format(qualified), ())
+    if not found["found"]:
+        return 0
+    query = SQL("SELECT count(*) AS n FROM {} WHERE vector IS NOT NULL")
+    [row] = src.all(query.format(src.t["embeddings"]), ())
+    return int(row["n"])

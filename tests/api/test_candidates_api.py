@@ -410,7 +410,7 @@ def test_the_accept_body_is_documented_with_examples(client: TestClient) -> None
     assert "[redacted]" in schemas["Candidate"]["properties"]["proposed_content"]["description"]
 
 
-def test_a_candidate_about_a_forgotten_memory_is_shredded_and_cannot_be_accepted(
+def test_a_candidate_about_a_forgotten_memory_ends_expired_and_shredded(
     client: TestClient, auth: Auth, ledger: MemoryLedger
 ) -> None:
     memory = create_memory(client, auth)
@@ -423,11 +423,11 @@ def test_a_candidate_about_a_forgotten_memory_is_shredded_and_cannot_be_accepted
         target_memory_id=UUID(memory["memory_id"]),
     )
     assert client.delete(f"{MEMORIES}/{memory['memory_id']}", headers=auth()).status_code == 204
-    pending = listed(client, auth, after=ledger.position())
-    assert [(c["candidate_id"], c["proposed_key"], c["proposed_content"]) for c in pending] == [
+    assert listed(client, auth, after=ledger.position()) == []
+    expired = listed(client, auth, "expired")
+    assert [(c["candidate_id"], c["proposed_key"], c["proposed_content"]) for c in expired] == [
         (candidate_id, "[redacted]", "[redacted]")
     ]
-    accepted = client.post(f"{BASE}/{candidate_id}/accept", headers=auth())
-    assert accepted.status_code == 410 and accepted.json()["reason"] == "forgotten"
-    rejected = client.post(f"{BASE}/{candidate_id}/reject", headers=auth())
-    assert rejected.status_code == 200 and rejected.json()["status"] == "rejected"
+    for decision in ("accept", "reject"):
+        decided = client.post(f"{BASE}/{candidate_id}/{decision}", headers=auth())
+        assert decided.status_code == 409 and decided.json()["status"] == "expired"

@@ -229,6 +229,10 @@ def test_nothing_to_record_saves_nothing(ledger: MemoryLedger) -> None:
 def test_access_records_outlive_an_erasure_and_hold_only_ids(
     ledger: MemoryLedger, worker: ProjectionWorker, database_url: str, pg_schema: str
 ) -> None:
+    # Something to erase: a user the ledger has nothing of (access records aside) is NotFound.
+    ledger.create_memory(
+        "alice", scope=Scope.global_(), memory_key="k", content="tea", category="preference"
+    )
     ledger.record_access(
         [
             denial_entry(

@@ -90,7 +90,7 @@ def busy_ledger(ledger: MemoryLedger, clock: Any) -> None:
         "bob", memory_key="lang", content="我习惯用 Python 写代码", category="preference"
     )
     # Candidates: accepted into a new memory that is then forgotten, pending ones about a
-    # memory that is forgotten (shredded), rejected, expired, and one accepted as a change.
+    # memory that is forgotten (expired with it), rejected, expired, and one accepted as a change.
     accepted = candidate(ledger, "alice", "goal", "pass the exam in June")
     outcome = ledger.accept_candidate("alice", accepted, content="pass the exam in July")
     assert outcome.memory is not None
@@ -118,8 +118,8 @@ def busy_ledger(ledger: MemoryLedger, clock: Any) -> None:
     ledger.reject_candidate("bob", rejected)
     expiring = candidate(ledger, "bob", "later", "maybe later")
     ledger.forget_memory("alice", outcome.memory.memory_id)  # the accepted candidate's result
-    ledger.forget_memory("alice", a)  # shreds the pending replace candidate
-    assert ledger.get_candidate("alice", replace).status == "pending"
+    ledger.forget_memory("alice", a)  # expires and shreds the pending replace candidate
+    assert ledger.get_candidate("alice", replace).status == "expired"
     ledger.forget_memory("bob", e)
     clock.advance(days=31)
     ledger.expire_candidate(expiring)

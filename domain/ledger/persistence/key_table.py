@@ -42,6 +42,11 @@ class KeyTable:
         self._sql_owned_keys = reads.render(
             SQL("SELECT key_id FROM {} WHERE user_id = %s AND kind = %s").format(self._table)
         )
+        self._sql_about = reads.render(
+            SQL("SELECT key_id FROM {} WHERE subject_memory_id = %s AND kind = 'candidate'").format(
+                self._table
+            )
+        )
         self._sql_count_held = reads.render(
             SQL(
                 "SELECT count(*) AS n FROM {} WHERE key_id = ANY(%s) OR subject_memory_id = ANY(%s)"
@@ -62,6 +67,11 @@ class KeyTable:
     def owned(self, user_id: str, kind: str) -> list[UUID]:
         """Ids of the live keys of one kind that belong to a user."""
         rows = reads.fetch_all(self.connections, self._sql_owned_keys, (user_id, kind))
+        return [row["key_id"] for row in rows]
+
+    def about(self, memory_id: UUID) -> list[UUID]:
+        """Ids of the candidate keys that name this memory."""
+        rows = reads.fetch_all(self.connections, self._sql_about, (memory_id,))
         return [row["key_id"] for row in rows]
 
     def count_held(self, aggregate_ids: list[UUID]) -> int:

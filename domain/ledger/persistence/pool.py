@@ -14,6 +14,7 @@ OperationalError, so the library's retries stop instead of trying again after th
 from __future__ import annotations
 
 import select
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, Final, TypeVar
@@ -33,6 +34,7 @@ __all__ = [
     "LifoConnectionPool",
     "LifoReadPool",
     "RequestReadPool",
+    "pinned",
     "use_lifo",
     "with_connection",
 ]
@@ -167,6 +169,12 @@ def with_connection(
     datastore: PostgresDatastore, work: Callable[[psycopg.Connection[Any]], T]
 ) -> T:
     """`work` run on a pooled connection; psycopg errors raised as persistence errors."""
+    conn = getattr(_pins, "conns", {}).get(id(datastore))
+    if conn is not None:
+        try:
+            return work(conn)
+        except psycopg.Error as e:
+            raise persistence_error(e) from e
     pool = datastore.pool
     if pool.closed:
         with datastore.get_connection() as conn:
@@ -182,6 +190,30 @@ def with_connection(
     except psycopg.Error as e:
         raise persistence_error(e) from e
     finally:
+        pool.putconn(conn)
+
+
+_pins = threading.local()
+
+
+@contextmanager
+def pinned(datastore: PostgresDatastore) -> Iterator[psycopg.Connection[Any]]:
+    """A pooled connection that this thread's `with_connection` calls use until the exit."""
+    conns: dict[int, psycopg.Connection[Any]] = _pins.__dict__.setdefault("conns", {})
+    if id(datastore) in conns:
+        raise RuntimeError("a connection is pinned already")
+    pool = datastore.pool
+    if pool.closed:
+        pool.open()
+    try:
+        conn = pool.getconn()
+    except psycopg.Error as e:
+        raise persistence_error(e) from e
+    conns[id(datastore)] = conn
+    try:
+        yield conn
+    finally:
+        del conns[id(datastore)]
         pool.putconn(conn)
 
 

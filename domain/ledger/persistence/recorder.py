@@ -3,14 +3,21 @@
 A save passes its side-table rows as keyword arguments to `insert_events` (see `_transaction`),
 which writes them in the transaction that inserts the events. So a memory's key is never committed
 without its events, and a tombstone never without the key's destruction.
+
+Every save that writes a user's aggregates names their write locks (`user_locks`) and takes
+them shared, first thing in its transaction. `with recorder.exclusive(lock_id):` holds one
+exclusively for a whole command (erase, forget): no other save of that user commits meanwhile,
+and the command's own saves, on this thread, run on the session that holds it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
 from uuid import UUID
 
+import psycopg
 from eventsourcing.application import Application
 from eventsourcing.persistence import (
     IntegrityError,
@@ -20,11 +27,12 @@ from eventsourcing.persistence import (
 from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
 from psycopg.sql import SQL, Composable, Identifier
 
-from domain.ledger.persistence import pipeline
+from domain.ledger.persistence import pipeline, reads
 from domain.ledger.persistence.pipeline import Statement, oid
-from domain.ledger.persistence.pool import with_connection
+from domain.ledger.persistence.pool import persistence_error, pinned, with_connection
 from domain.ledger.persistence.reads import render
 from domain.ledger.persistence.retry import on_outage
+from domain.ledger.persistence.sealed_state import clear_json
 from domain.ledger.persistence.tables import (
     DATA_KEYS,
     FINGERPRINTS,
@@ -71,6 +79,8 @@ class LedgerRecorder(PostgresApplicationRecorder):
             text = render(SQL(template).format(*tables))
             return Statement(text, tuple(oid(name) for name in types.split()))
 
+        # Advisory locks, shared by saves, exclusive for erase and forget (see `exclusive`).
+        self._lock_user = prepare("SELECT pg_advisory_xact_lock_shared($1)", "int8")
         self._insert_key = prepare(
             "INSERT INTO {} (key_id, user_id, kind, subject_memory_id, master_key_id, wrapped)"
             " VALUES ($1, $2, $3, $4, $5, $6)",
@@ -130,6 +140,26 @@ class LedgerRecorder(PostgresApplicationRecorder):
             Identifier(self.events_table_name),
         )
 
+        # The clear part is read only for the topics asked for (CASE: not for other events).
+        self._sql_originators = render(
+            SQL(
+                "SELECT DISTINCT originator_id, topic FROM {}.{} WHERE topic = ANY(%s)"
+                " AND CASE WHEN topic = ANY(%s) THEN {} ->> 'user_id' END = %s"
+            ).format(
+                Identifier(datastore.schema),
+                Identifier(self.events_table_name),
+                clear_json(Identifier("state")),
+            )
+        )
+
+    def originators(self, user_id: str, topics: Sequence[str]) -> list[tuple[UUID, str]]:
+        """(originator id, topic) of every event of these topics whose `user_id` is the user's.
+
+        Reads the whole events table (no index on a sealed state): for rare commands only.
+        """
+        rows = reads.fetch_all(self.datastore, self._sql_originators, (topics, topics, user_id))
+        return [(UUID(str(row["originator_id"])), row["topic"]) for row in rows]
+
     @on_outage
     def insert_events(
         self, stored_events: Sequence[StoredEvent], **changes: Any
@@ -152,10 +182,31 @@ class LedgerRecorder(PostgresApplicationRecorder):
             return None
         return self._notification_ids(results, stored_events)
 
+    @contextmanager
+    def exclusive(self, lock_id: int) -> Iterator[None]:
+        """Hold a user's write lock exclusively until the exit; this thread's saves meanwhile
+        run on the session that holds it (they take it shared too, which it already has).
+
+        Waits for the user's saves in flight (`lock_timeout` at most: OperationalError).
+        """
+        with pinned(self.datastore) as conn:
+            try:
+                conn.execute("SELECT pg_advisory_lock(%s)", (lock_id,), prepare=False)
+            except psycopg.Error as e:
+                raise persistence_error(e) from e
+            try:
+                yield
+            finally:
+                try:
+                    conn.execute("SELECT pg_advisory_unlock(%s)", (lock_id,), prepare=False)
+                except psycopg.Error:
+                    conn.close()  # the lock goes with the session; the pool drops the connection
+
     def _transaction(
         self,
         stored_events: Sequence[StoredEvent],
         *,
+        user_locks: Sequence[int] = (),
         new_keys: Sequence[NewDataKey] = (),
         link_keys: Sequence[tuple[UUID, UUID]] = (),
         claims: Sequence[Claim] = (),
@@ -166,6 +217,9 @@ class LedgerRecorder(PostgresApplicationRecorder):
     ) -> Transaction:
         """The statements of one save: side tables first, then lock, notify and events."""
         tx = Transaction()
+        # First: a save waits here while its user is being erased or a memory forgotten.
+        for lock_id in sorted(user_locks):
+            tx.add(self._lock_user, lock_id)
         for key in new_keys:
             tx.add(
                 self._insert_key,

@@ -1,6 +1,8 @@
 """Write-side tables kept beside the events table and written in the same transactions.
 
-`data_keys`: one wrapped AES key per memory, candidate and user; deleting a row shreds.
+`data_keys`: one wrapped AES key per memory, candidate and user; deleting a row shreds. A
+candidate's key names the memory it is about (`subject_memory_id`, a foreign key): it cannot
+be inserted once that memory's key is gone (forgotten), and goes when it goes.
 `key_claims`: keyed hash of (user, scope, memory_key) -> live memory, for atomic uniqueness.
 `candidate_fingerprints`: keyed fingerprints of proposals, to recognise repeats and rejections.
 None of them holds personal text in clear. `NewDataKey`, `Claim` and `Fingerprint` are the rows
@@ -13,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from uuid import UUID
 
-from psycopg.sql import SQL, Composed, Identifier
+from psycopg.sql import SQL, Composed, Identifier, Literal
 
 __all__ = ["Claim", "Fingerprint", "NewDataKey", "create_statements", "table"]
 
@@ -79,6 +81,20 @@ def create_statements(schema: str) -> list[Composed]:
         ),
         SQL("CREATE INDEX IF NOT EXISTS {} ON {} (subject_memory_id)").format(
             Identifier(DATA_KEYS + "_subject_idx"), keys
+        ),
+        # Added to tables made before it too; NOT VALID: rows already there are not checked.
+        SQL(
+            "DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_constraint WHERE conname = {0}"
+            " AND conrelid = (quote_ident({1}) || '.' || quote_ident({4}))::regclass)"
+            " THEN ALTER TABLE {2} ADD CONSTRAINT {3}"
+            " FOREIGN KEY (subject_memory_id) REFERENCES {2} (key_id) ON DELETE CASCADE"
+            " NOT VALID; END IF; END $$"
+        ).format(
+            Literal(DATA_KEYS + "_subject_fkey"),
+            Literal(schema),
+            keys,
+            Identifier(DATA_KEYS + "_subject_fkey"),
+            Literal(DATA_KEYS),
         ),
         SQL(
             "CREATE TABLE IF NOT EXISTS {} ("

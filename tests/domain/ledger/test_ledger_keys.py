@@ -91,7 +91,7 @@ def test_rotation_rewraps_every_data_key_and_leaves_events_untouched(
     rotating = make_ledger(keys=[new_key, master_key])
     rewrapped = rotating.keys.rotate(batch_size=2)
 
-    assert rewrapped == 5 + 1 + 1  # memories, the candidate, alice's own key
+    assert rewrapped == 5 + 1 + 1 + 1  # memories, the candidate, alice's own key, the ledger's
     assert rotating.keys.rotate() == 0  # idempotent
     assert events_digest(database_url, pg_schema) == before
     only_new = make_ledger(keys=[new_key])
