@@ -11,6 +11,7 @@ from fastapi import FastAPI, Response
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from api.console import mount_console
 from api.deps import Services
 from api.errors import install_error_handlers
 from api.metrics import StateCollector
@@ -51,6 +52,7 @@ def create_app(services: Services, *, max_lag: int = 1000) -> FastAPI:
     )
     for module in (memories, legacy, candidates, settings, tools, audit):
         app.include_router(module.router)
+    mount_console(app)
 
     @app.get("/healthz", tags=["operations"])
     def healthz() -> dict[str, str]:
