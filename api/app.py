@@ -16,7 +16,7 @@ from api.deps import Services
 from api.errors import install_error_handlers
 from api.metrics import StateCollector
 from api.middleware import RequestContext
-from api.routes import audit, candidates, legacy, memories, settings, tools
+from api.routes import audit, audit_replay, candidates, legacy, memories, settings, tools
 from api.schemas.errors import ERROR_RESPONSES
 from projections.worker import ProjectionWorker
 from retrieval.vectors.store import VectorReads
@@ -50,7 +50,7 @@ def create_app(services: Services, *, max_lag: int = 1000) -> FastAPI:
             unembedded=VectorReads(services.reads).without_vector,
         )
     )
-    for module in (memories, legacy, candidates, settings, tools, audit):
+    for module in (memories, legacy, candidates, settings, tools, audit, audit_replay):
         app.include_router(module.router)
     mount_console(app)
 

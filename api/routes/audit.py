@@ -12,15 +12,22 @@ from uuid import UUID
 
 from fastapi import APIRouter, Header, Query
 
+from api.auth import Identity
 from api.deps import CurrentIdentity, ServicesDep
 from api.schemas.audit import AuditEvent, AuditPage
 from domain.errors import PolicyDenied
 
-__all__ = ["AUDITOR_ROLE", "router"]
+__all__ = ["AUDITOR_ROLE", "require_auditor", "router"]
 
 AUDITOR_ROLE = "auditor"
 
 router = APIRouter(prefix="/audit", tags=["audit"])
+
+
+def require_auditor(identity: Identity) -> None:
+    """403 `not_auditor` unless the token has the auditor role (after request validation)."""
+    if AUDITOR_ROLE not in identity.roles:
+        raise PolicyDenied("not_auditor", "only a token with the auditor role reads the audit log")
 
 
 @router.get("/events", response_model=AuditPage)
@@ -42,8 +49,7 @@ def audit_events(
     awaited, bounded; when it cannot catch up in time the answer is 503, never a page that
     silently misses events).
     """
-    if AUDITOR_ROLE not in identity.roles:
-        raise PolicyDenied("not_auditor", "only a token with the auditor role reads the audit log")
+    require_auditor(identity)
     # The ledger head covers any X-Min-Position that can exist; a larger one cannot be awaited.
     services.wait_for(identity.user_id, services.ledger.position())
     rows = services.reads.audit(after=after, limit=limit, user_id=user_id, memory_id=memory_id)
