@@ -16,6 +16,7 @@ from api.deps import Services
 from api.errors import install_error_handlers
 from api.metrics import StateCollector
 from api.middleware import RequestContext
+from api.openapi import document, mount_docs, operation_id
 from api.routes import audit, audit_replay, candidates, legacy, memories, settings, tools
 from api.schemas.errors import ERROR_RESPONSES
 from projections.worker import ProjectionWorker
@@ -34,12 +35,17 @@ def create_app(services: Services, *, max_lag: int = 1000) -> FastAPI:
 
     app = FastAPI(
         lifespan=lifespan,
+        generate_unique_id_function=operation_id,
+        docs_url=None,  # mount_docs: the same pages from local assets
+        redoc_url=None,
         title="memledger",
         version="1",
         summary="An event-sourced memory ledger for AI agents: memories the user owns.",
         responses=ERROR_RESPONSES,
     )
     app.state.services = services
+    document(app)
+    mount_docs(app)
     install_error_handlers(app)
     app.add_middleware(RequestContext, metrics=services.metrics)
     services.metrics.watch(

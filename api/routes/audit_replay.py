@@ -50,9 +50,15 @@ Time = Annotated[datetime, BeforeValidator(_time)]
 router = APIRouter(prefix="/audit", tags=["audit"])
 
 
+class NDJSONResponse(StreamingResponse):
+    """JSON lines, streamed."""
+
+    media_type = NDJSON
+
+
 @router.get(
     "/replay",
-    response_class=StreamingResponse,
+    response_class=NDJSONResponse,
     responses={
         200: {
             "description": "one JSON object per line (a `ReplayRecord`), in position order",
@@ -86,7 +92,7 @@ def replay_ledger(
         Time | None, Query(description=f"events at or after this time; {_TIME_HELP}")
     ] = None,
     before: Annotated[Time | None, Query(description="events strictly before this time")] = None,
-) -> StreamingResponse:
+) -> NDJSONResponse:
     """The ledger's events as JSON lines: the lines `memledger replay` prints for the same
     filters. Positions `after < position <= until`, times `since <= occurred_at < before`."""
     require_auditor(identity)
