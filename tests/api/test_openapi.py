@@ -157,7 +157,8 @@ def test_request_durations_are_labelled_by_route_template_and_status(
     assert client.get("/me/core-memories", headers=auth()).status_code == 200
     text = client.get("/metrics").text
     for route, status in (("/me/core-memories/{memory_id}", "404"), ("/me/core-memories", "200")):
-        line = f'memledger_http_request_seconds_count{{method="GET",route="{route}",status="{status}"}}'
+        labels = f'method="GET",route="{route}",status="{status}"'
+        line = f"memledger_http_request_seconds_count{{{labels}}}"
         assert line in text, line
     assert missing not in text  # the template, never the raw path: bounded label values
 
