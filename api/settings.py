@@ -71,6 +71,12 @@ class Settings(BaseSettings):
     vector_cache_mb: int = Field(
         256, ge=0, le=65536, description="MB of users' vector matrices kept for search (0: none)"
     )
+    otel: bool = Field(
+        False, description="on: trace HTTP requests with OpenTelemetry (needs the otel extra)"
+    )
+    otel_endpoint: str | None = Field(
+        None, description="OTLP/HTTP traces endpoint; unset: the OTEL_EXPORTER_OTLP_* variables"
+    )
     host: str = "127.0.0.1"
     port: int = Field(8000, ge=1, le=65535)
 
