@@ -84,36 +84,6 @@ class AsOfMemory(BaseModel):
 class AsOfView(BaseModel):
     """A user's memories at a past time, rebuilt from the ledger itself."""
 
-    model_config = {
-        "json_schema_extra": {
-            "examples": [
-                {
-                    "user_id": "alice",
-                    "as_of": "2026-06-01T12:00:00+00:00",
-                    "items": [
-                        {
-                            "memory_id": "5f0c7a52-2a7e-4a0b-9c8e-3d1b0f6a2e11",
-                            "memory_key": None,
-                            "content": None,
-                            "category": "preference",
-                            "scope_type": "global",
-                            "workspace_type": None,
-                            "source_type": "explicit",
-                            "status": "active",
-                            "revision": 2,
-                            "created_at": "2026-05-30T09:00:00+00:00",
-                            "updated_at": "2026-05-31T10:00:00+00:00",
-                            "last_confirmed_at": None,
-                            "review_after": None,
-                            "expires_at": None,
-                            "redacted": True,
-                        }
-                    ],
-                }
-            ]
-        }
-    }
-
     user_id: str
     as_of: str = Field(description="the time asked for, ISO 8601 in UTC")
     items: list[AsOfMemory] = Field(description="in the order the memories were created")

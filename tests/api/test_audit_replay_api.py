@@ -9,15 +9,13 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-import typer
 from fastapi.testclient import TestClient
-from typer.testing import CliRunner
 
 from api.access_log import AccessLog
-from api.cli.replay import replay_command
 from api.deps import Services
 from domain.ledger.ledger import MemoryLedger
 from replay import replay_events
+from tests.replay.command import command_env, replay_cli, run_replay
 
 pytestmark = pytest.mark.integration
 
@@ -267,33 +265,19 @@ def test_each_auditor_read_is_an_access_record(
 # -- the same lines as the command -------------------------------------------------------------
 
 
-@pytest.fixture
-def cli() -> typer.Typer:
-    app = typer.Typer()
-    app.command("replay")(replay_command)
-    app.command("noop")(lambda: None)  # with two commands, "replay" is a subcommand as in prod
-    return app
-
-
 def test_http_answers_the_lines_the_command_prints(
     client: TestClient,
     auditor: dict[str, str],
     ledger_story: dict[str, Any],
-    cli: typer.Typer,
     database_url: str,
     pg_schema: str,
     master_key: str,
 ) -> None:
     story = ledger_story
-    env = {
-        "MEMLEDGER_DATABASE_URL": database_url,
-        "MEMLEDGER_SCHEMA": pg_schema,
-        "MEMLEDGER_MASTER_KEY": master_key,
-        "MEMLEDGER_MASTER_KEY_FILE": None,
-    }
+    cli, env = replay_cli(), command_env(database_url, pg_schema, master_key)
 
     def command(*args: str) -> list[str]:
-        result = CliRunner().invoke(cli, ["replay", *args], env=env)
+        result = run_replay(cli, env, *args)
         assert result.exit_code == 0, (result.output, result.exception)
         return result.stdout.splitlines()
 

@@ -6,34 +6,17 @@ Skipped without /usr/bin/chromium, except in CI (`CI` set), where a missing brow
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from playwright.sync_api import Browser, sync_playwright
+from playwright.sync_api import Browser
 
-from api.app import create_app
-from api.deps import Services
-from tests.e2e.console_harness import chromium_available, launch_chromium, serving
+from tests.e2e.console_harness import chromium_available
 
 if not chromium_available() and not os.environ.get("CI"):
     pytest.skip("no /usr/bin/chromium (apt-get install chromium)", allow_module_level=True)
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with sync_playwright() as playwright:
-        chromium = launch_chromium(playwright)
-        yield chromium
-        chromium.close()
-
-
-@pytest.fixture
-def base_url(services: Services) -> Iterator[str]:
-    with serving(create_app(services)) as url:
-        yield url
 
 
 def visit(browser: Browser, base_url: str, path: str, ready: str) -> tuple[Any, list[str]]:
