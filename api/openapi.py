@@ -64,7 +64,7 @@ OPERATION_IDS: Final[dict[tuple[str, str], str]] = {
 
 def operation_id(route: APIRoute) -> str:
     """The route's operationId: its name in OPERATION_IDS, else its function's in camelCase."""
-    for method in sorted(route.methods):
+    for method in sorted(route.methods or ()):
         named = OPERATION_IDS.get((method, route.path_format))
         if named:
             return named

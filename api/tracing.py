@@ -54,7 +54,7 @@ def tracing(endpoint: str | None = None, exporter: Any = None) -> Callable[[ASGI
         provider.add_span_processor(SimpleSpanProcessor(exporter))
 
     def wrap(app: ASGIApp) -> ASGIApp:
-        return OpenTelemetryMiddleware(  # type: ignore[no-any-return]
+        return OpenTelemetryMiddleware(
             app,
             excluded_urls=_UNTRACED,
             tracer_provider=provider,

@@ -31,8 +31,7 @@ __all__ = ["NDJSON", "router"]
 NDJSON: Final = "application/x-ndjson"
 _CHUNK: Final = 200
 """Lines per chunk written: one thread hop per chunk, not per line."""
-
-_TIME_HELP = "ISO 8601, e.g. 2025-06-01T12:00:00Z (no offset: UTC)"
+_TIME_HELP: Final = "ISO 8601, e.g. 2025-06-01T12:00:00Z (no offset: UTC)"  # as the command says
 
 
 def _time(value: object) -> object:
@@ -99,7 +98,7 @@ def replay_ledger(
     query = ReplayQuery(user, memory, after, until, since, before)
     records = replay(services.ledger, query)
     first = list(islice(records, _CHUNK))  # a ledger that cannot be read: 503, not a cut stream
-    return StreamingResponse(_lines(services, identity.user_id, first, records), media_type=NDJSON)
+    return NDJSONResponse(_lines(services, identity.user_id, first, records))
 
 
 @router.get("/users/{user_id}/memories", response_model=AsOfView)
