@@ -18,7 +18,8 @@ from api.errors import install_error_handlers, unavailable
 from api.mcp.http import mount_mcp
 from api.metrics import StateCollector
 from api.middleware import BodyLimit, RequestContext
-from api.routes import audit, candidates, legacy, memories, settings, tools
+from api.openapi import document, mount_docs, operation_id
+from api.routes import audit, audit_replay, candidates, legacy, memories, settings, tools
 from api.schemas.errors import ERROR_RESPONSES
 from projections.worker import ProjectionWorker
 from retrieval.vectors.store import VectorReads
@@ -36,12 +37,17 @@ def create_app(services: Services, *, max_lag: int = 1000) -> FastAPI:
 
     app = FastAPI(
         lifespan=lifespan,
+        generate_unique_id_function=operation_id,
+        docs_url=None,  # mount_docs: the same pages from local assets
+        redoc_url=None,
         title="memledger",
         version="1",
         summary="An event-sourced memory ledger for AI agents: memories the user owns.",
         responses=ERROR_RESPONSES,
     )
     app.state.services = services
+    document(app)
+    mount_docs(app)
     install_error_handlers(app)
     app.add_middleware(BodyLimit, limit=services.max_body_bytes)
     if services.request_deadline is not None:
@@ -61,7 +67,7 @@ def create_app(services: Services, *, max_lag: int = 1000) -> FastAPI:
             unembedded=VectorReads(services.reads).without_vector,
         )
     )
-    for module in (memories, legacy, candidates, settings, tools, audit):
+    for module in (memories, legacy, candidates, settings, tools, audit, audit_replay):
         app.include_router(module.router)
     mount_console(app)
     mount_mcp(app)  # the same tools over MCP at /mcp

@@ -15,6 +15,7 @@ from typing import Annotated, Any, Final
 import jwt
 from fastapi import Depends, Header, Request
 from fastapi.routing import APIRoute
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from api.access_log import AccessLog
 from api.metrics import Metrics
@@ -251,15 +252,24 @@ def _services(request: Request) -> Services:
 ServicesDep = Annotated[Services, Depends(_services)]
 
 
+_bearer = HTTPBearer(
+    scheme_name="bearer",
+    bearerFormat="JWT",
+    description="An HS256 JWT: `sub` is the user; `roles`, `workspace`, `mode` and `tools` "
+    "as API_CONTRACT.md says (`memledger token` mints one in development).",
+    auto_error=False,  # no or another scheme: our own 401 body, not the library's
+)
+
+
 def _identity(
     request: Request,
     services: ServicesDep,
-    authorization: Annotated[str | None, Header(include_in_schema=False)] = None,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> Identity:
-    scheme, _, token = (authorization or "").partition(" ")
-    if scheme.lower() != "bearer" or not token.strip():
+    token = credentials.credentials.strip() if credentials is not None else ""
+    if not token:
         raise InvalidToken("no bearer token")
-    identity = verify_token(token.strip(), services.jwt_secret)
+    identity = verify_token(token, services.jwt_secret)
     request.scope.setdefault("state", {})["user_id"] = identity.user_id
     return identity
 

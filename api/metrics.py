@@ -26,8 +26,8 @@ class Metrics:
         )
         self.latency = Histogram(
             "memledger_http_request_seconds",
-            "HTTP request latency",
-            ["route", "method"],
+            "HTTP request latency, by route template (never the raw path) and status",
+            ["route", "method", "status"],
             buckets=_LATENCY_BUCKETS,
             registry=r,
         )

@@ -34,6 +34,7 @@ class JsonFormatter(logging.Formatter):
         "message",
         "asctime",
         "taskName",
+        "color_message",  # uvicorn's copy of the message with ANSI colour codes
     }
 
     def format(self, record: logging.LogRecord) -> str:
@@ -114,7 +115,7 @@ class RequestContext:
         route = getattr(scope.get("route"), "path", "unmatched")
         method = scope.get("method", "")
         self.metrics.requests.labels(route, method, str(status)).inc()
-        self.metrics.latency.labels(route, method).observe(elapsed)
+        self.metrics.latency.labels(route, method, str(status)).observe(elapsed)
         state = scope.get("state", {})
         memory_id = (scope.get("path_params") or {}).get("memory_id")
         _log.info(

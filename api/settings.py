@@ -96,6 +96,12 @@ class Settings(BaseSettings):
         le=64 * 1024 * 1024,
         description="largest request body accepted; larger ones get 413 before they are read",
     )
+    otel: bool = Field(
+        False, description="on: trace HTTP requests with OpenTelemetry (needs the otel extra)"
+    )
+    otel_endpoint: str | None = Field(
+        None, description="OTLP/HTTP traces endpoint; unset: the OTEL_EXPORTER_OTLP_* variables"
+    )
     host: str = "127.0.0.1"
     port: int = Field(8000, ge=1, le=65535)
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import signal
 import sys
+from collections.abc import Callable
 from importlib.metadata import PackageNotFoundError, version
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from pydantic import SecretStr
@@ -13,6 +14,19 @@ from pydantic import SecretStr
 from api.cli.common import complete_shredding, load_settings
 
 __all__ = ["serve", "version_command"]
+
+
+def _tracing(on: bool, endpoint: str | None) -> Callable[[Any], Any]:
+    """The app wrapper MEMLEDGER_OTEL asks for; exits with the hint when the extra is missing."""
+    if not on:
+        return lambda app: app
+    from api.tracing import TracingUnavailable, tracing
+
+    try:
+        return tracing(endpoint)
+    except TracingUnavailable as error:
+        typer.echo(f"memledger: {error}", err=True)
+        raise typer.Exit(2) from None
 
 
 def version_command() -> None:
@@ -49,6 +63,7 @@ def serve(
     from retrieval.glossary import shared_glossary
 
     settings = load_settings(dev=dev)
+    traced = _tracing(settings.otel, settings.otel_endpoint)
     try:
         settings = settings.model_copy(update={"jwt_secret": SecretStr(jwt_secret(settings))})
         url = resolve_database_url(settings)
@@ -88,16 +103,18 @@ def serve(
     try:
         configure_logging()
         uvicorn.run(
-            create_app(
-                build_services(
-                    settings,
-                    ledger,
-                    projection_worker,
-                    embeddings,
-                    embedding_worker,
-                    read_pool=read_pool,
-                ),
-                max_lag=settings.max_projection_lag,
+            traced(
+                create_app(
+                    build_services(
+                        settings,
+                        ledger,
+                        projection_worker,
+                        embeddings,
+                        embedding_worker,
+                        read_pool=read_pool,
+                    ),
+                    max_lag=settings.max_projection_lag,
+                )
             ),
             host=bind_host,
             port=bind_port,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 from uuid import UUID
 
-from fastapi import APIRouter, Path, Query, Response, status
+from fastapi import APIRouter, Path, Query, Request, Response, status
 
 from api.deps import (
     ActiveMemoryReads,
@@ -35,6 +35,11 @@ from projections.reads import Reads
 __all__ = ["router"]
 
 router = APIRouter(prefix="/me/core-memories", tags=["memories"], route_class=UserRoute)
+
+_LOCATION = {
+    "description": "the new memory's URL: /me/core-memories/{memory_id}",
+    "schema": {"type": "string", "format": "uri-reference"},
+}
 
 
 def _live_row(reads: Reads, user_id: str, memory_id: UUID) -> dict[str, Any]:
@@ -76,10 +81,17 @@ def list_memories(
     "",
     response_model=MemoryOut,
     status_code=201,
-    responses={200: {"model": MemoryOut, "description": "same key and content: unchanged"}},
+    responses={
+        201: {"headers": {"Location": _LOCATION}},
+        200: {"model": MemoryOut, "description": "same key and content: unchanged"},
+    },
 )
 def create_memory(
-    body: MemoryCreate, identity: CurrentIdentity, services: ServicesDep, response: Response
+    body: MemoryCreate,
+    identity: CurrentIdentity,
+    services: ServicesDep,
+    request: Request,
+    response: Response,
 ) -> MemoryOut:
     """Create an explicit memory; the same key and content again answers 200, unchanged."""
     outcome = services.wrote(
@@ -94,9 +106,13 @@ def create_memory(
             expires_at=body.expires_at,
         ),
     )
+    memory = memory_out(outcome.memory)
     if outcome.status == "unchanged":
         response.status_code = status.HTTP_200_OK
-    return memory_out(outcome.memory)
+    else:
+        path = request.app.url_path_for("get_memory", memory_id=str(memory.memory_id))
+        response.headers["Location"] = request.scope.get("root_path", "") + path
+    return memory
 
 
 @router.get("/{memory_id}", response_model=MemoryOut)

@@ -16,16 +16,15 @@ from typing import Any
 import httpx2
 import pytest
 
-from api.app import create_app
 from api.console import ASSETS, console_link
-from api.deps import Services, mint_token
+from api.deps import mint_token
 from tests.conftest import JWT_SECRET
-from tests.e2e.console_harness import chromium_available, launch_chromium, serving
+from tests.e2e.console_harness import chromium_available
 
 if not chromium_available() and not os.environ.get("CI"):
     pytest.skip("no /usr/bin/chromium (apt-get install chromium)", allow_module_level=True)
 
-from playwright.sync_api import Browser, Page, expect, sync_playwright
+from playwright.sync_api import Browser, Page, expect
 
 pytestmark = pytest.mark.integration
 
@@ -50,20 +49,6 @@ class Text:
 
     def __call__(self, name: str, /, **params: Any) -> str:
         return re.sub(r"\{(\w+)\}", lambda m: str(params[m.group(1)]), self.strings[name])
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with sync_playwright() as playwright:
-        chromium = launch_chromium(playwright)
-        yield chromium
-        chromium.close()
-
-
-@pytest.fixture
-def base_url(services: Services) -> Iterator[str]:
-    with serving(create_app(services)) as url:
-        yield url
 
 
 class Journey:

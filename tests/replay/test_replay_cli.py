@@ -8,36 +8,26 @@ from typing import Any
 
 import pytest
 import typer
-from typer.testing import CliRunner
 
-from api.cli.replay import replay_command
 from domain.ledger.ledger import MemoryLedger
 from domain.model.values import Scope
 from replay import as_of, replay_events
+from tests.replay.command import command_env, replay_cli, run_replay
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
 def cli() -> typer.Typer:
-    app = typer.Typer()
-    app.command("replay")(replay_command)
-    app.command("noop")(lambda: None)  # with two commands, "replay" is a subcommand as in prod
-    return app
+    return replay_cli()
 
 
 @pytest.fixture
 def env(database_url: str, pg_schema: str, master_key: str) -> dict[str, str | None]:
-    return {
-        "MEMLEDGER_DATABASE_URL": database_url,
-        "MEMLEDGER_SCHEMA": pg_schema,
-        "MEMLEDGER_MASTER_KEY": master_key,
-        "MEMLEDGER_MASTER_KEY_FILE": None,
-    }
+    return command_env(database_url, pg_schema, master_key)
 
 
-def run(cli: typer.Typer, env: dict[str, str | None], *args: str) -> Any:
-    return CliRunner().invoke(cli, ["replay", *args], env=env)
+run = run_replay
 
 
 def ok(cli: typer.Typer, env: dict[str, str | None], *args: str) -> list[dict[str, Any]]:
