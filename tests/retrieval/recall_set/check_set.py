@@ -29,6 +29,8 @@ MEMORY_FIELDS: Final = ("label", "user", "scope", "memory_key", "category", "con
 QUERY_FIELDS: Final = ("id", "split", "kind", "user", "workspace", "query", "expected", "lang")
 SCOPES: Final = ("global", "learning", "teaching", "research")
 WORKSPACES: Final = ("learning", "teaching", "research")
+# A copy of domain.model.values' lists, so that this runs without the repository on the path;
+# `domain_checker` reports any drift when domain can be imported.
 CATEGORIES: Final = (
     "preference",
     "goal",
@@ -81,13 +83,18 @@ def _fields(where: str, row: dict[str, Any], fields: tuple[str, ...], problems: 
 def domain_checker() -> Callable[[dict[str, Any]], str | None] | None:
     """The product's own rules for one memory row, or None when `domain` cannot be imported."""
     try:
+        from domain.model import values
         from domain.model.sensitive import find_sensitive
         from domain.model.values import check_category, check_content, check_key
         from domain.model.workspace_rules import find_workspace_violation
     except ImportError:
         return None
 
+    drift = set(CATEGORIES) ^ set(values.CATEGORIES) or set(WORKSPACES) ^ set(values.WORKSPACES)
+
     def check(row: dict[str, Any]) -> str | None:
+        if drift:
+            return f"check_set.py's categories or workspaces differ from the domain's: {drift}"
         try:
             check_key(row["memory_key"])
             check_content(row["content"])
