@@ -58,11 +58,11 @@ import psycopg
 from fastapi.testclient import TestClient
 from psycopg import sql
 from pydantic import SecretStr
+from retrieval.vectors.embedder import passage_text
 
 # The product's entry points this harness drives (the only imports of memledger's own code;
 # after a restructuring, fix them here).
 from api.app import create_app
-from api.auth import mint_token
 from api.bootstrap import (
     build_embedding_worker,
     build_embeddings,
@@ -71,8 +71,8 @@ from api.bootstrap import (
     build_worker,
     resolve_database_url,
 )
+from api.deps import mint_token
 from api.settings import Settings
-from projections.embedding.embedder import passage_text
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from _recall_baselines import Bm25Baseline, DenseBaseline, texts_of, visible_sets
