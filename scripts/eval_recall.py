@@ -58,7 +58,6 @@ import psycopg
 from fastapi.testclient import TestClient
 from psycopg import sql
 from pydantic import SecretStr
-from retrieval.vectors.embedder import passage_text
 
 # The product's entry points this harness drives (the only imports of memledger's own code;
 # after a restructuring, fix them here).
@@ -73,6 +72,7 @@ from api.bootstrap import (
 )
 from api.deps import mint_token
 from api.settings import Settings
+from retrieval.vectors.service import passage_text
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from _recall_baselines import Bm25Baseline, DenseBaseline, texts_of, visible_sets
