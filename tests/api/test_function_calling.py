@@ -10,6 +10,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from api.schemas.function_calling import strict_parameters
+from domain.model.values import MAX_CONTENT_CHARS
 
 Auth = Callable[..., dict[str, str]]
 
@@ -82,7 +83,7 @@ def test_optional_fields_are_nullable_and_their_dropped_constraints_are_describe
     assert "1 to 500 characters" in search["query"]["description"]
     update = functions["update_core_memory"]["parameters"]["properties"]
     assert "format: uuid" in update["memory_id"]["description"]
-    assert "1 to 4000 characters" in update["content"]["description"]
+    assert f"1 to {MAX_CONTENT_CHARS} characters" in update["content"]["description"]
 
 
 def test_the_rewrite_leaves_the_input_schema_unchanged() -> None:
