@@ -30,6 +30,9 @@ OPEN = {"/healthz", "/readyz", "/metrics"}
 def app() -> Any:
     services = MagicMock()  # the document needs no database
     services.metrics = Metrics()
+    services.request_deadline = None  # the middlewares read real numbers, not mocks
+    services.max_body_bytes = 64 * 1024
+    services.retry_after = 1
     return create_app(services)
 
 
