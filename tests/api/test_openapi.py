@@ -8,7 +8,6 @@ import logging
 import re
 from collections.abc import Callable
 from typing import Any
-from unittest.mock import MagicMock
 
 import pytest
 from fastapi.routing import APIRoute
@@ -16,10 +15,9 @@ from fastapi.testclient import TestClient
 from jsonschema import Draft202012Validator
 from openapi_spec_validator import validate
 
-from api.app import create_app
-from api.metrics import Metrics
 from api.middleware import JsonFormatter
 from api.openapi import OPERATION_IDS
+from tests.api.offline import offline_app
 
 Auth = Callable[..., dict[str, str]]
 OPEN = {"/healthz", "/readyz", "/metrics"}
@@ -28,12 +26,7 @@ OPEN = {"/healthz", "/readyz", "/metrics"}
 
 @pytest.fixture(scope="module")
 def app() -> Any:
-    services = MagicMock()  # the document needs no database
-    services.metrics = Metrics()
-    services.request_deadline = None  # the middlewares read real numbers, not mocks
-    services.max_body_bytes = 64 * 1024
-    services.retry_after = 1
-    return create_app(services)
+    return offline_app()  # the document needs no database
 
 
 @pytest.fixture(scope="module")

@@ -4,30 +4,21 @@ when MEMLEDGER_OTEL=on but the otel extra is missing."""
 from __future__ import annotations
 
 import sys
-from typing import Any
-from unittest.mock import MagicMock
 
 import pytest
 from fastapi.testclient import TestClient
 
-from api.app import create_app
-from api.metrics import Metrics
 from api.tracing import TracingUnavailable, tracing
+from tests.api.offline import offline_app
 
 TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 PARENT = "00f067aa0ba902b7"
 
 
-def app() -> Any:
-    services = MagicMock()  # the requests below need no database
-    services.metrics = Metrics()
-    return create_app(services)
-
-
 def test_a_request_span_continues_the_callers_trace() -> None:
     memory = pytest.importorskip("opentelemetry.sdk.trace.export.in_memory_span_exporter")
     exporter = memory.InMemorySpanExporter()
-    with TestClient(tracing(exporter=exporter)(app())) as client:
+    with TestClient(tracing(exporter=exporter)(offline_app())) as client:
         headers = {"traceparent": f"00-{TRACE}-{PARENT}-01"}
         assert client.get("/me/core-memories", headers=headers).status_code == 401
         assert client.get("/healthz", headers=headers).status_code == 200  # probes: no span
