@@ -29,6 +29,7 @@ from domain.model.memory import Memory
 from domain.model.values import Scope, normalise_content
 from migration.migrate import LegacyRun, migrate_legacy
 from projections.tracking import Tables
+from projections.views._memory_rows import open_memory_rows
 from projections.worker import ProjectionWorker
 from tests.migration.synthetic import Expected, write_legacy_file
 
@@ -77,16 +78,17 @@ def run(ledger: MemoryLedger, legacy: Expected, **options: Any) -> tuple[LegacyR
 
 
 def ledger_rows(worker: ProjectionWorker, schema: str) -> list[dict[str, Any]]:
-    """Every live memory of the schema, from the active_memories projection."""
+    """Every live memory of the schema, from the active_memories projection (opened)."""
     worker.catch_up()
+    tables = Tables(schema)
     with worker.pool.connection() as conn, conn.cursor(row_factory=psycopg.rows.dict_row) as cur:
         cur.execute(
             sql.SQL(
                 "SELECT memory_id, user_id, memory_key, content, category, scope_type,"
                 " workspace_type, status, revision FROM {}"
-            ).format(Tables(schema)["active_memories"])
+            ).format(tables["active_memories"])
         )
-        return cur.fetchall()
+        return open_memory_rows(cur.fetchall(), "active_memories", tables.seal)
 
 
 def assert_counts_as_expected(result: LegacyRun, legacy: Expected, *, rerun: bool) -> None:

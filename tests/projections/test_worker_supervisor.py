@@ -4,6 +4,7 @@ from the shortest wait once the worker has caught up."""
 from __future__ import annotations
 
 from typing import Any
+from unittest.mock import MagicMock
 
 import pytest
 
@@ -13,7 +14,8 @@ from projections.worker import ProjectionWorker
 def test_the_restart_wait_doubles_to_its_cap_and_resets_after_catching_up(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    worker = ProjectionWorker(None, None, "s", [], max_restart_wait=0.4)  # type: ignore[arg-type]
+    ledger = MagicMock()  # never read: `_follow` below stands in for the database
+    worker = ProjectionWorker(ledger, None, "supervisor_test", [], max_restart_wait=0.4)  # type: ignore[arg-type]
     runs = iter([False, False, False, False, True, False])  # True: caught up, then failed
     waits: list[float] = []
 
