@@ -42,6 +42,10 @@ Library internals relied on, each with the test that pins it (tests/domain/ledge
   PostgresDatastore.after_connect_func() (factory):
   test_ledger_pool.py::test_every_ledger_connection_has_the_lock_timeout_for_its_session,
   test_ledger_faults.py::test_a_save_blocked_on_the_events_lock_gives_up_and_its_retry_writes_once.
+- PostgresApplicationRecorder.create_table skipped (only `datastore.register_type_adapters`
+  runs) when the schema holds the last object of the ledger's DDL, because the library runs all
+  its statements in one transaction (recorder.create_table):
+  test_ledger_faults.py::test_a_ledger_starting_beside_saves_in_flight_neither_waits_nor_deadlocks.
 - libpq pipeline mode through psycopg's low-level `pq` objects (`enter_pipeline_mode`,
   `send_prepare`, `send_query_prepared`, `pipeline_sync`, `get_result`), `Connection.wait` with
   a `psycopg.waiting` generator, `psycopg.adapt.Transformer.set_dumper_types`/`dump_sequence`,

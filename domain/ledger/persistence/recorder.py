@@ -25,7 +25,7 @@ from eventsourcing.persistence import (
     StoredEvent,
 )
 from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
-from psycopg.sql import SQL, Composable, Identifier
+from psycopg.sql import SQL, Composable, Identifier, Literal
 
 from domain.ledger.persistence import pipeline, reads
 from domain.ledger.persistence.pipeline import Statement, oid
@@ -37,6 +37,7 @@ from domain.ledger.persistence.tables import (
     DATA_KEYS,
     FINGERPRINTS,
     KEY_CLAIMS,
+    LAST_CREATED,
     Claim,
     Fingerprint,
     NewDataKey,
@@ -140,6 +141,12 @@ class LedgerRecorder(PostgresApplicationRecorder):
             Identifier(self.events_table_name),
         )
 
+        self._sql_last_created = render(
+            SQL(
+                "SELECT 1 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
+                " WHERE n.nspname = {} AND c.relname = {}"
+            ).format(Literal(schema), Literal(LAST_CREATED))
+        )
         # The clear part is read only for the topics asked for (CASE: not for other events).
         self._sql_originators = render(
             SQL(
@@ -151,6 +158,18 @@ class LedgerRecorder(PostgresApplicationRecorder):
                 clear_json(Identifier("state")),
             )
         )
+
+    def create_table(self) -> None:
+        """The library's DDL, unless the schema already holds all it creates.
+
+        Its CREATE INDEX IF NOT EXISTS takes a SHARE lock on the table even when the index
+        exists, so a process starting beside a server under write load (a CLI command) would
+        queue behind the saves and could deadlock with them.
+        """
+        if reads.fetch_all(self.datastore, self._sql_last_created, ()):
+            self.datastore.register_type_adapters()
+            return
+        super().create_table()
 
     def originators(self, user_id: str, topics: Sequence[str]) -> list[tuple[UUID, str]]:
         """(originator id, topic) of every event of these topics whose `user_id` is the user's.

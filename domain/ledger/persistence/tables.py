@@ -17,11 +17,15 @@ from uuid import UUID
 
 from psycopg.sql import SQL, Composed, Identifier, Literal
 
-__all__ = ["Claim", "Fingerprint", "NewDataKey", "create_statements", "table"]
+__all__ = ["LAST_CREATED", "Claim", "Fingerprint", "NewDataKey", "create_statements", "table"]
 
 DATA_KEYS = "memledger_data_keys"
 KEY_CLAIMS = "memledger_key_claims"
 FINGERPRINTS = "memledger_candidate_fingerprints"
+LAST_CREATED = FINGERPRINTS + "_pending_idx"
+"""What the last of `create_statements` creates: all of them commit in one transaction (the
+library's `create_table`), so a schema holding it holds everything they create. A statement
+added later goes last and names its own object here."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,5 +125,5 @@ def create_statements(schema: str) -> list[Composed]:
         SQL(
             "CREATE UNIQUE INDEX IF NOT EXISTS {} ON {} (user_id, fingerprint)"
             " WHERE state = 'pending'"
-        ).format(Identifier(FINGERPRINTS + "_pending_idx"), prints),
+        ).format(Identifier(LAST_CREATED), prints),
     ]

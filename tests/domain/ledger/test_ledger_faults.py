@@ -241,3 +241,35 @@ def test_a_save_blocked_on_the_events_lock_gives_up_and_its_retry_writes_once(
             ).format(s, s, s)
         ).fetchone()
     assert counts == (1, 1, 1)
+
+
+def test_a_ledger_starting_beside_saves_in_flight_neither_waits_nor_deadlocks(
+    ledger: MemoryLedger, database_url: str, pg_schema: str, master_key: str
+) -> None:
+    # A CLI command (erase-user) starts its own ledger while the server saves: on a schema that
+    # has every table, starting takes no lock, so it cannot queue behind (or deadlock with) a
+    # save holding the side tables and the events table.
+    ledger.create_memory(
+        "alice", scope=Scope.global_(), memory_key="k", content="fact", category="fact"
+    )
+    tables = [
+        sql.SQL("{}.{}").format(sql.Identifier(pg_schema), sql.Identifier(name))
+        for name in ("memledger_data_keys", "memledger_candidate_fingerprints", "memledger_events")
+    ]
+    with psycopg.connect(database_url) as saving:  # as a save does, mid-transaction
+        for table in tables:
+            saving.execute(sql.SQL("LOCK TABLE {} IN ROW EXCLUSIVE MODE").format(table))
+        saving.execute(sql.SQL("LOCK TABLE {} IN EXCLUSIVE MODE").format(tables[-1]))
+        settings = Settings(database_url=database_url, db_schema=pg_schema, lock_timeout=1)
+        with ThreadPoolExecutor(1) as pool:  # with the lock timeout it would raise, not hang
+            started = pool.submit(
+                MemoryLedger,
+                postgres_env(settings, database_url),
+                MasterKeyring.from_base64([master_key]),
+            )
+            second = started.result(timeout=30)
+        saving.rollback()
+    try:
+        assert second.get_memory("alice", ledger.memory_ids("alice")[0]).content == "fact"
+    finally:
+        second.close()
