@@ -38,10 +38,10 @@ ACTIVE_MEMORIES = {
 }
 """The view modules that write an active_memories row (the worker also applies the others)."""
 
-CREATE_TO_EVENTS_ROW = 20
-CREATE_TO_ACTIVE_ROW = 28
-LEXICAL_SEARCH = 20
-HYBRID_SEARCH = 28
+CREATE_TO_EVENTS_ROW = 22
+CREATE_TO_ACTIVE_ROW = 30
+LEXICAL_SEARCH = 26
+HYBRID_SEARCH = 34
 
 pytestmark = pytest.mark.integration
 
