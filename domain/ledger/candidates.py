@@ -54,7 +54,6 @@ class CandidateCommands:
             check_category(category),
         )
         check_workspace_content(scope, text)
-        print_ = self.hashes.proposal(user_id, scope, key, text, category)
 
         def attempt() -> Outcome:
             revision = expected_revision
@@ -63,6 +62,7 @@ class CandidateCommands:
                 # key, naming the target, cannot be stored) ends here, in MemoryForgotten.
                 target = self.store.memory(user_id, target_memory_id)
                 revision = expected_revision or target.revision
+            print_ = self.hashes.proposal(user_id, scope, key, text, category, target_memory_id)
             now = self.clock()
             known = self._known_proposal(user_id, print_, now)
             if known is not None:
@@ -93,6 +93,7 @@ class CandidateCommands:
                 fingerprints=[
                     Fingerprint(candidate_id, user_id, print_, target_memory_id, "pending", now)
                 ],
+                prune_prints_before=now - REJECTION_MEMORY,
             )
             return Outcome(
                 "candidate_created", candidate=CandidateState.of(candidate), position=position
@@ -135,12 +136,14 @@ class CandidateCommands:
                 candidate.proposed_key,
                 candidate.proposed_content,
                 candidate.proposed_category,
+                candidate.target_memory_id,
             )
-            candidate.reject(print_)
+            candidate.reject()
             position = self.store.save(
                 candidate,
                 shred_keys=[candidate.id],
                 fingerprints=[self._print(candidate, print_, "rejected")],
+                prune_prints_before=self.clock() - REJECTION_MEMORY,
             )
             self.keys.forget_cached([candidate.id])
             return Outcome("rejected", candidate=CandidateState.of(candidate), position=position)

@@ -15,6 +15,7 @@ from eventsourcing.persistence import ApplicationRecorder
 from eventsourcing.utils import get_topic
 
 from domain.errors import InvalidInput, NotFound
+from domain.ledger.candidates import REJECTION_MEMORY
 from domain.ledger.results import Outcome
 from domain.ledger.retries import retrying
 from domain.ledger.store import AggregateStore
@@ -113,7 +114,8 @@ class Forgetting:
         return outcome
 
     def complete_shredding(self, page: int = 1000) -> int:
-        """Destroy every key that outlived its tombstone or rejection; returns how many.
+        """Destroy every key that outlived its tombstone or rejection, and every fingerprint
+        past its 30 days; returns how many keys.
 
         Forgetting deletes keys in the tombstone's own transaction, so this finds nothing on a
         healthy ledger. It makes shredding hold even after the key table was restored from a
@@ -136,4 +138,6 @@ class Forgetting:
             start = notes[-1].id + 1
         if destroyed:
             self.keys.forget_all_cached()
+        # Fingerprints of decided proposals outlive their decision by 30 days only.
+        self.store.save(prune_prints_before=self.clock() - REJECTION_MEMORY)
         return destroyed

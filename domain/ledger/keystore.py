@@ -230,7 +230,8 @@ _LOCK_IDS_CACHED = 100_000
 
 
 class KeyedHashes:
-    """Content hashes under a memory's key; claims and proposal prints under the user's key."""
+    """Content hashes under a memory's key; claims under the user's key; proposal prints under
+    the key of the memory they are about, else the user's."""
 
     def __init__(self, keys: DataKeyStore) -> None:
         self.keys = keys
@@ -264,14 +265,23 @@ class KeyedHashes:
         return self.keys.keyed_hash(self.keys.user_key(user_id), "claim", scope.label(), memory_key)
 
     def proposal(
-        self, user_id: str, scope: Scope, memory_key: str, content: str, category: str
+        self,
+        user_id: str,
+        scope: Scope,
+        memory_key: str,
+        content: str,
+        category: str,
+        about: UUID | None = None,
     ) -> str:
-        """Keyed fingerprint of a normalised proposal, for recognising it without its text."""
+        """Keyed fingerprint of a normalised proposal, for recognising it without its text.
+
+        A proposal about a memory (`about`) is keyed with that memory's data key, so forgetting
+        the memory makes every copy of it uncheckable; others with the user's key. Raises Retry
+        when the memory's key is gone (as `content`).
+        """
+        key = self.keys.user_key(user_id) if about is None else self.keys.get(about)
+        if key is None:
+            raise Retry(f"the data key of {about} is gone")
         return self.keys.keyed_hash(
-            self.keys.user_key(user_id),
-            "proposal",
-            scope.label(),
-            memory_key,
-            normalise_content(content),
-            category,
+            key, "proposal", scope.label(), memory_key, normalise_content(content), category
         )

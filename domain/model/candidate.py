@@ -62,14 +62,20 @@ class MemoryCandidate(Aggregate):
             aggregate.resulting_memory_id = self.resulting_memory_id
 
     class Rejected(Event):
-        """The user rejected it; the proposal is shredded, only its keyed fingerprint stays."""
+        """The user rejected it; the proposal is shredded.
+
+        Its keyed fingerprint lives only in the fingerprint table, for 30 days (section 9), never
+        in the log: version 1 carried it, and reading one drops it."""
 
         TOPIC = "memledger:MemoryCandidate.Rejected"
-        fingerprint: str
+        class_version = 2
+
+        @staticmethod
+        def upcast_v1_v2(state: dict[str, Any]) -> None:
+            state.pop("fingerprint", None)
 
         def apply(self, aggregate: Any) -> None:
             aggregate._decide("rejected", self.timestamp)
-            aggregate.fingerprint = self.fingerprint
             aggregate._shred()
 
     class Expired(Event):
@@ -109,7 +115,6 @@ class MemoryCandidate(Aggregate):
         self.status = "pending"
         self.decided_at: datetime | None = None
         self.resulting_memory_id: UUID | None = None
-        self.fingerprint: str | None = None
 
     @classmethod
     def new(cls, candidate_id: UUID, **fields: Any) -> MemoryCandidate:
@@ -156,10 +161,11 @@ class MemoryCandidate(Aggregate):
             edited_workspace_type=edited_workspace_type,
         )
 
-    def reject(self, fingerprint: str) -> None:
-        """Record the rejection; the caller shreds the proposal's data key in the same save."""
+    def reject(self) -> None:
+        """Record the rejection; the caller shreds the proposal's data key in the same save and
+        keeps the proposal's fingerprint (outside the log) to recognise a repeat."""
         self._require_pending()
-        self.trigger_event(self.Rejected, fingerprint=fingerprint)
+        self.trigger_event(self.Rejected)
 
     def expire(self) -> None:
         """Record that the candidate expired undecided."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from datetime import datetime
 from typing import Any
 from uuid import UUID
 
@@ -116,6 +117,9 @@ class LedgerRecorder(PostgresApplicationRecorder):
         )
         self._shred_memory_prints = prepare(
             "DELETE FROM {} WHERE subject_memory_id = ANY($1)", "uuid[]", prints
+        )
+        self._prune_prints = prepare(
+            "DELETE FROM {} WHERE state <> 'pending' AND changed_at < $1", "timestamptz", prints
         )
         self._shred_user_prints = prepare(
             "DELETE FROM {} WHERE user_id = ANY($1)", "text[]", prints
@@ -233,6 +237,7 @@ class LedgerRecorder(PostgresApplicationRecorder):
         shred_memories: Sequence[UUID] = (),
         shred_keys: Sequence[UUID] = (),
         shred_users: Sequence[str] = (),
+        prune_prints_before: datetime | None = None,
     ) -> Transaction:
         """The statements of one save: side tables first, then lock, notify and events."""
         tx = Transaction()
@@ -261,6 +266,8 @@ class LedgerRecorder(PostgresApplicationRecorder):
                 p.state,
                 p.changed_at,
             )
+        if prune_prints_before is not None:
+            tx.add(self._prune_prints, prune_prints_before)
         if shred_memories:
             ids = list(shred_memories)
             tx.add(self._shred_memories, ids)

@@ -4,7 +4,8 @@
 candidate's key names the memory it is about (`subject_memory_id`, a foreign key): it cannot
 be inserted once that memory's key is gone (forgotten), and goes when it goes.
 `key_claims`: keyed hash of (user, scope, memory_key) -> live memory, for atomic uniqueness.
-`candidate_fingerprints`: keyed fingerprints of proposals, to recognise repeats and rejections.
+`candidate_fingerprints`: keyed fingerprints of proposals, to recognise repeats and rejections;
+a decided one (rejected, or closed by acceptance or expiry) is deleted 30 days after.
 None of them holds personal text in clear. `NewDataKey`, `Claim` and `Fingerprint` are the rows
 a save inserts (pass them to `LedgerRecorder.insert_events`).
 """
@@ -22,7 +23,7 @@ __all__ = ["LAST_CREATED", "Claim", "Fingerprint", "NewDataKey", "create_stateme
 DATA_KEYS = "memledger_data_keys"
 KEY_CLAIMS = "memledger_key_claims"
 FINGERPRINTS = "memledger_candidate_fingerprints"
-LAST_CREATED = FINGERPRINTS + "_pending_idx"
+LAST_CREATED = FINGERPRINTS + "_decided_idx"
 """What the last of `create_statements` creates: all of them commit in one transaction (the
 library's `create_table`), so a schema holding it holds everything they create. A statement
 added later goes last and names its own object here."""
@@ -125,5 +126,9 @@ def create_statements(schema: str) -> list[Composed]:
         SQL(
             "CREATE UNIQUE INDEX IF NOT EXISTS {} ON {} (user_id, fingerprint)"
             " WHERE state = 'pending'"
+        ).format(Identifier(FINGERPRINTS + "_pending_idx"), prints),
+        # Decided prints go 30 days after their decision (`prune_prints_before`).
+        SQL(
+            "CREATE INDEX IF NOT EXISTS {} ON {} (changed_at) WHERE state <> 'pending'"
         ).format(Identifier(LAST_CREATED), prints),
     ]

@@ -59,7 +59,7 @@ def accepted() -> Step:
 
 
 def rejected() -> Step:
-    return lambda candidate: candidate.reject("fingerprint-1")
+    return lambda candidate: candidate.reject()
 
 
 def expired() -> Step:
@@ -128,7 +128,6 @@ def test_a_new_candidate_is_pending_and_undecided() -> None:
     assert candidate.status == "pending"
     assert candidate.decided_at is None
     assert candidate.resulting_memory_id is None
-    assert candidate.fingerprint is None
     assert (candidate.target_memory_id, candidate.expected_revision) == (MEMORY_ID, 3)
 
 
@@ -170,23 +169,28 @@ def test_an_accepted_candidate_keeps_its_proposal_and_links_the_memory() -> None
     assert candidate.proposed_content == "Likes tea."
 
 
-def test_rejecting_a_pending_candidate_records_rejected_with_the_fingerprint() -> None:
+def test_rejecting_a_pending_candidate_records_rejected_without_any_fingerprint() -> None:
     candidate = given()
 
-    candidate.reject("fingerprint-1")
+    candidate.reject()
 
     events = then(candidate)
     assert [type(e) for e in events] == [MemoryCandidate.Rejected]
-    assert events[0].fingerprint == "fingerprint-1"
+    assert not hasattr(events[0], "fingerprint")  # it lives outside the log, for 30 days
     assert candidate.status == "rejected"
-    assert candidate.fingerprint == "fingerprint-1"
     assert candidate.decided_at == events[0].timestamp
+
+
+def test_a_version_1_rejection_read_back_drops_its_fingerprint() -> None:
+    state = {"fingerprint": "fingerprint-1", "user_id": "alice"}
+    MemoryCandidate.Rejected.upcast_v1_v2(state)
+    assert state == {"user_id": "alice"}
 
 
 def test_rejecting_a_candidate_redacts_its_proposal() -> None:
     candidate = given()
 
-    candidate.reject("fingerprint-1")
+    candidate.reject()
 
     assert candidate.proposed_key == REDACTED
     assert candidate.proposed_content == REDACTED
@@ -228,7 +232,7 @@ def test_a_decided_candidate_cannot_be_decided_again(decided: str, decision: str
 
 def test_replaying_a_rejection_rebuilds_the_redacted_candidate() -> None:
     candidate = MemoryCandidate.new(CANDIDATE_ID, **proposed_fields())
-    candidate.reject("fingerprint-1")
+    candidate.reject()
 
     rebuilt = replay(candidate.collect_events())
 
