@@ -19,21 +19,12 @@ from projections.envelope import Envelope
 from projections.sealed import vacuum_promptly
 from projections.tracking import Tables
 from projections.views._memory_rows import (
-    MEMORY_ID,
-    STATE_BEFORE_CREATED,
-    STATE_FROM_UPDATED,
     fold_memory_events,
+    memory_table,
     open_memory_rows,
     seal_memory_rows,
 )
-from projections.views._rows import (
-    Column,
-    ReadSource,
-    RowChanges,
-    column_names,
-    column_types,
-    create_table,
-)
+from projections.views._rows import Column, ReadSource
 
 __all__ = [
     "COLUMNS",
@@ -47,14 +38,8 @@ __all__ = [
     "retrievable_memories",
 ]
 
-TABLE = (
-    *STATE_BEFORE_CREATED,
-    Column("created_at", "timestamptz"),
-    *STATE_FROM_UPDATED,
-    Column("position", "int8"),
-)
-COLUMNS = column_names(TABLE)
-TYPES = column_types(MEMORY_ID, TABLE)
+TABLE = memory_table(Column("position", "int8"), created_at=True)
+COLUMNS = TABLE.names
 
 
 class ActiveMemories(Projection):
@@ -66,7 +51,7 @@ class ActiveMemories(Projection):
     def create(self, t: Tables) -> list[Composed]:
         table = t["active_memories"]
         return [
-            create_table(table, MEMORY_ID, TABLE),
+            TABLE.create(table),
             vacuum_promptly(table),
             SQL("CREATE INDEX IF NOT EXISTS {} ON {} (user_id, scope_type, workspace_type)").format(
                 t.index("active_memories", "user_scope"), table
@@ -74,7 +59,7 @@ class ActiveMemories(Projection):
         ]
 
     def apply(self, cur: Cursor[Any], t: Tables, batch: Sequence[Envelope]) -> None:
-        rows = RowChanges(t["active_memories"], "memory_id", COLUMNS, TYPES)
+        rows = TABLE.changes(t["active_memories"])
         fold_memory_events(rows, batch, track_position=True)
         seal_memory_rows(rows, "active_memories", t.seal)
         rows.flush(cur)
