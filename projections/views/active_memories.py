@@ -53,8 +53,8 @@ class ActiveMemories(Projection):
         return [
             TABLE.create(table),
             vacuum_promptly(table),
-            SQL("CREATE INDEX IF NOT EXISTS {} ON {} (user_id, scope_type, workspace_type)").format(
-                t.index("active_memories", "user_scope"), table
+            t.create_index(
+                "active_memories", "user_scope", "(user_id, scope_type, workspace_type)"
             ),
         ]
 

@@ -157,12 +157,8 @@ class Embeddings(Projection):
         return [
             TABLE.create(table),
             vacuum_promptly(table),
-            SQL("CREATE INDEX IF NOT EXISTS {} ON {} (user_id)").format(
-                t.index("embeddings", "user"), table
-            ),
-            SQL("CREATE INDEX IF NOT EXISTS {} ON {} (memory_id) WHERE vector IS NULL").format(
-                t.index("embeddings", "missing"), table
-            ),
+            t.create_index("embeddings", "user", "(user_id)"),
+            t.create_index("embeddings", "missing", "(memory_id) WHERE vector IS NULL"),
             # Not one of `tables`: a rebuild neither rebuilds nor compares it (stamps are random);
             # the matrix key holds the embeddings table's identity for a swap.
             SQL(

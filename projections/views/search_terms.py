@@ -96,27 +96,25 @@ class SearchTerms(Projection):
         return [
             TABLE.create(table),
             vacuum_promptly(table),
-            SQL("CREATE INDEX IF NOT EXISTS {} ON {} USING gin (terms)").format(
-                t.index("search_terms", "terms"), table
-            ),
-            SQL("CREATE INDEX IF NOT EXISTS {} ON {} (user_id, key_hash)").format(
-                t.index("search_terms", "user_key"), table
-            ),
+            t.create_index("search_terms", "terms", "USING gin (terms)"),
+            t.create_index("search_terms", "user_key", "(user_id, key_hash)"),
             # The newest rows of a category first: a query that only names a category reads a
             # few index entries instead of sorting all the user's rows of it.
             SQL("DROP INDEX IF EXISTS {}.{}").format(
                 Identifier(t.schema), t.index("search_terms", "user_category")
             ),
-            SQL(
-                "CREATE INDEX IF NOT EXISTS {} ON {}"
-                " (user_id, category, updated_at DESC, memory_id)"
-            ).format(t.index("search_terms", "user_category_recent"), table),
+            t.create_index(
+                "search_terms",
+                "user_category_recent",
+                "(user_id, category, updated_at DESC, memory_id)",
+            ),
             # The next expiry of a workspace memory (it may hide a global one): the search
             # cache keeps no result past it.
-            SQL(
-                "CREATE INDEX IF NOT EXISTS {} ON {} (user_id, expires_at)"
-                " WHERE scope_type = 'workspace' AND expires_at IS NOT NULL"
-            ).format(t.index("search_terms", "workspace_expiry"), table),
+            t.create_index(
+                "search_terms",
+                "workspace_expiry",
+                "(user_id, expires_at) WHERE scope_type = 'workspace' AND expires_at IS NOT NULL",
+            ),
         ]
 
     def apply(self, cur: Cursor[Any], t: Tables, batch: Sequence[Envelope]) -> None:

@@ -33,9 +33,7 @@ class Tombstones(Projection):
                 " deleted_at timestamptz NOT NULL,"
                 " final_revision integer NOT NULL)"
             ).format(t["tombstones"]),
-            SQL("CREATE INDEX IF NOT EXISTS {} ON {} (user_id)").format(
-                t.index("tombstones", "user"), t["tombstones"]
-            ),
+            t.create_index("tombstones", "user", "(user_id)"),
         ]
 
     def apply(self, cur: Cursor[Any], t: Tables, batch: Sequence[Envelope]) -> None:
