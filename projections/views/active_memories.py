@@ -7,7 +7,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, TypedDict, Unpack
 from uuid import UUID
 
 from psycopg import Cursor
@@ -31,6 +31,7 @@ __all__ = [
     "ActiveMemories",
     "InvalidCursor",
     "Page",
+    "PageQuery",
     "expired_count",
     "memories",
     "memory",
@@ -113,33 +114,37 @@ def memory(src: ReadSource, user_id: str, memory_id: UUID) -> dict[str, Any] | N
     return rows[0] if rows else None
 
 
-def memories(
-    src: ReadSource,
-    user_id: str,
-    *,
-    scope_type: str | None = None,
-    workspace_type: str | None = None,
-    status: str | None = None,
-    category: str | None = None,
-    limit: int = 50,
-    cursor: str | None = None,
-) -> Page:
+class PageQuery(TypedDict, total=False):
+    """What `memories` narrows a page to (each filter unset or None: any) and its size and start."""
+
+    scope_type: str | None
+    workspace_type: str | None
+    status: str | None
+    category: str | None
+    limit: int
+    """At most this many rows (default 50)."""
+    cursor: str | None
+    """The `next_cursor` of the page before (None: the first page)."""
+
+
+_FILTERS = ("scope_type", "workspace_type", "status", "category")
+
+
+def memories(src: ReadSource, user_id: str, **query: Unpack[PageQuery]) -> Page:
     """The user's live memories, oldest first, keyset-paginated."""
     where = [SQL("user_id = %s")]
     params: list[Any] = [user_id]
-    for column, value in (
-        ("scope_type", scope_type),
-        ("workspace_type", workspace_type),
-        ("status", status),
-        ("category", category),
-    ):
+    for column in _FILTERS:
+        value = query.get(column)
         if value is not None:
             where.append(SQL(f"{column} = %s"))
             params.append(value)
+    cursor = query.get("cursor")
     if cursor:
         created_at, memory_id = _decode_cursor(cursor)
         where.append(SQL("(created_at, memory_id) > (%s, %s)"))
         params += [created_at, memory_id]
+    limit = query.get("limit", 50)
     rows = _all(
         src,
         SQL("SELECT {} FROM {} WHERE {} ORDER BY created_at, memory_id LIMIT %s").format(
