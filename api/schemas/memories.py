@@ -15,6 +15,7 @@ __all__ = [
     "Category",
     "LegacyMemory",
     "MemoryCreate",
+    "MemoryFields",
     "MemoryOut",
     "MemoryPage",
     "MemoryPatch",
@@ -40,8 +41,8 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class MemoryOut(BaseModel):
-    """A memory (API_CONTRACT.md `Memory`)."""
+class MemoryFields(BaseModel):
+    """The fields every response shape of a memory starts with: what it is, says and where."""
 
     memory_id: UUID
     memory_key: str
@@ -50,6 +51,11 @@ class MemoryOut(BaseModel):
     scope_type: ScopeType
     workspace_type: WorkspaceType | None
     source_type: Literal["explicit", "confirmed"]
+
+
+class MemoryOut(MemoryFields):
+    """A memory (API_CONTRACT.md `Memory`)."""
+
     status: Literal["active", "suppressed"]
     revision: int = Field(ge=1)
     created_at: datetime
