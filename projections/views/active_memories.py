@@ -47,7 +47,6 @@ class ActiveMemories(Projection):
     """One row per live memory; a forgotten memory leaves none."""
 
     name = "active_memories"
-    tables = ("active_memories",)
 
     def create(self, t: Tables) -> list[Composed]:
         table = t["active_memories"]

@@ -147,7 +147,6 @@ class AuditLog(Projection):
     """Security trail of the ledger (versions, not audit, are where content may be seen)."""
 
     name = "audit_log"
-    tables = ("audit_log",)
 
     def create(self, t: Tables) -> list[Composed]:
         table = t["audit_log"]

@@ -67,7 +67,6 @@ class Candidates(Projection):
     """One row per candidate; forgetting a memory shreds the candidates about it."""
 
     name = "candidates"
-    tables = ("candidates",)
 
     def create(self, t: Tables) -> list[Composed]:
         table = t["candidates"]

@@ -142,7 +142,6 @@ class Embeddings(Projection):
     """The embeddings projection; `service` None (or one that is off) stores no vectors."""
 
     name = "embeddings"
-    tables = ("embeddings",)
 
     def __init__(self, service: PassageEmbedder | None = None) -> None:
         self.service = service

@@ -89,7 +89,6 @@ class SearchTerms(Projection):
     """One row per live memory (active or suppressed) with its search terms."""
 
     name = "search_terms"
-    tables = ("search_terms",)
 
     def create(self, t: Tables) -> list[Composed]:
         table = t["search_terms"]

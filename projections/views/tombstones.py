@@ -22,7 +22,6 @@ class Tombstones(Projection):
     """memory_id, user_id, deleted_at, final_revision of every forgotten memory."""
 
     name = "tombstones"
-    tables = ("tombstones",)
 
     def create(self, t: Tables) -> list[Composed]:
         return [
