@@ -13,6 +13,8 @@ The bearer security scheme comes from `api.deps` (every operation that needs a t
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any, Final
 
@@ -89,31 +91,45 @@ def mount_docs(app: FastAPI) -> None:
 
     @app.get("/docs", include_in_schema=False)
     def swagger_ui(request: Request) -> HTMLResponse:
-        root = request.scope.get("root_path", "")
-        page = get_swagger_ui_html(
-            openapi_url=f"{root}{app.openapi_url}",
-            title=f"{app.title} - Swagger UI",
-            swagger_js_url=f"{root}{_STATIC}/swagger-ui-bundle.js",
-            swagger_css_url=f"{root}{_STATIC}/swagger-ui.css",
-            swagger_favicon_url=f"{root}{_STATIC}/favicon.png",
-            swagger_ui_parameters={"validatorUrl": None},  # no validator badge from elsewhere
+        return _page(
+            app,
+            request,
+            "Swagger UI",
+            # no validator badge from elsewhere
+            partial(get_swagger_ui_html, swagger_ui_parameters={"validatorUrl": None}),
+            swagger_js_url="swagger-ui-bundle.js",
+            swagger_css_url="swagger-ui.css",
+            swagger_favicon_url="favicon.png",
         )
-        return _guarded(page)
 
     @app.get("/redoc", include_in_schema=False)
     def redoc(request: Request) -> HTMLResponse:
-        root = request.scope.get("root_path", "")
-        page = get_redoc_html(
-            openapi_url=f"{root}{app.openapi_url}",
-            title=f"{app.title} - ReDoc",
-            redoc_js_url=f"{root}{_STATIC}/redoc.standalone.js",
-            redoc_favicon_url=f"{root}{_STATIC}/favicon.png",
-            with_google_fonts=False,
+        return _page(
+            app,
+            request,
+            "ReDoc",
+            partial(get_redoc_html, with_google_fonts=False),
+            redoc_js_url="redoc.standalone.js",
+            redoc_favicon_url="favicon.png",
         )
-        return _guarded(page)
 
 
-def _guarded(page: HTMLResponse) -> HTMLResponse:
+def _page(
+    app: FastAPI,
+    request: Request,
+    ui: str,
+    render: Callable[..., HTMLResponse],
+    **assets: str,
+) -> HTMLResponse:
+    """A docs page under the request's root path: `render` gets the schema's URL, the title
+    and each of `assets` (a file of the docs assets) as its URL; the page's headers let it
+    load nothing from another origin."""
+    root = request.scope.get("root_path", "")
+    page = render(
+        openapi_url=f"{root}{app.openapi_url}",
+        title=f"{app.title} - {ui}",
+        **{name: f"{root}{_STATIC}/{file}" for name, file in assets.items()},
+    )
     page.headers["Content-Security-Policy"] = _DOCS_POLICY
     page.headers["Referrer-Policy"] = "no-referrer"
     return page

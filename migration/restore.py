@@ -145,27 +145,11 @@ def _complete(
         raise _Skipped("conflict", "this key holds other content on this instance")
     changed = False
     for content, category in missing:
-        outcome = ledger.update_memory(
-            user_id,
-            view.memory_id,
-            expected_revision=view.revision,
-            content=content,
-            category=category,
-            changed_via="migration",
-        )
-        assert outcome.memory is not None
-        view, changed = outcome.memory, changed or outcome.status != "unchanged"
+        view, updated = _update(ledger, user_id, view, content=content, category=category)
+        changed = changed or updated
     if (view.review_after, view.expires_at) != (review_after, expires_at):
-        outcome = ledger.update_memory(
-            user_id,
-            view.memory_id,
-            expected_revision=view.revision,
-            review_after=review_after,
-            expires_at=expires_at,
-            changed_via="migration",
-        )
-        assert outcome.memory is not None
-        view, changed = outcome.memory, True
+        view, _ = _update(ledger, user_id, view, review_after=review_after, expires_at=expires_at)
+        changed = True
     if record["status"] != view.status:
         command = (
             ledger.suppress_memory if record["status"] == "suppressed" else ledger.restore_memory
@@ -174,6 +158,21 @@ def _complete(
         assert outcome.memory is not None
         view, changed = outcome.memory, True
     return changed, view
+
+
+def _update(
+    ledger: MemoryLedger, user_id: str, view: MemoryState, **changes: Any
+) -> tuple[MemoryState, bool]:
+    """Change the memory `view` shows, at its revision, as a migration: (new view, changed?)."""
+    outcome = ledger.update_memory(
+        user_id,
+        view.memory_id,
+        expected_revision=view.revision,
+        changed_via="migration",
+        **changes,
+    )
+    assert outcome.memory is not None
+    return outcome.memory, outcome.status != "unchanged"
 
 
 def _wanted_versions(record: dict[str, Any]) -> list[tuple[str, str]]:

@@ -25,6 +25,12 @@ class Projection(ABC):
 
     name: ClassVar[str]
     tables: ClassVar[tuple[str, ...]]
+    """The logical names of its tables: by default the one table named like the projection."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "name" in vars(cls) and "tables" not in vars(cls):
+            cls.tables = (cls.name,)
 
     @abstractmethod
     def create(self, t: Tables) -> list[Composed]:

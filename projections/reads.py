@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, Unpack
 from uuid import UUID
 
 from psycopg.rows import dict_row
@@ -26,9 +26,9 @@ from projections.views import (
     tombstones,
     user_revisions,
 )
-from projections.views.active_memories import InvalidCursor, Page
+from projections.views.active_memories import InvalidCursor, Page, PageQuery
 
-__all__ = ["InvalidCursor", "Page", "Reads"]
+__all__ = ["InvalidCursor", "Page", "PageQuery", "Reads"]
 
 
 class Reads:
@@ -49,28 +49,9 @@ class Reads:
         """One live memory of the user, or None."""
         return active_memories.memory(self, user_id, memory_id)
 
-    def memories(
-        self,
-        user_id: str,
-        *,
-        scope_type: str | None = None,
-        workspace_type: str | None = None,
-        status: str | None = None,
-        category: str | None = None,
-        limit: int = 50,
-        cursor: str | None = None,
-    ) -> Page:
+    def memories(self, user_id: str, **query: Unpack[PageQuery]) -> Page:
         """The user's live memories, oldest first, keyset-paginated."""
-        return active_memories.memories(
-            self,
-            user_id,
-            scope_type=scope_type,
-            workspace_type=workspace_type,
-            status=status,
-            category=category,
-            limit=limit,
-            cursor=cursor,
-        )
+        return active_memories.memories(self, user_id, **query)
 
     def memory_by_key(self, user_id: str, scope: Scope, memory_key: str) -> dict[str, Any] | None:
         """The live memory (active or suppressed) holding a normalised key in a scope, or None."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, LiteralString
 
 from psycopg import Connection, Cursor
 from psycopg.sql import SQL, Composed
@@ -60,6 +60,13 @@ class Tables:
     def index(self, logical: str, purpose: str) -> Identifier:
         """An index name; a rebuild renames its indexes to the live names when it swaps."""
         return Identifier(f"{self.name(logical)}__{purpose}")
+
+    def create_index(self, logical: str, purpose: str, on: LiteralString) -> Composed:
+        """CREATE INDEX IF NOT EXISTS the index `index(logical, purpose)` on the table; `on` is
+        what follows the table's name: the columns (after any USING), then any WHERE."""
+        return SQL("CREATE INDEX IF NOT EXISTS {} ON {} " + on).format(
+            self.index(logical, purpose), self[logical]
+        )
 
 
 TRACKING = "projection_positions"

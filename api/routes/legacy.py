@@ -7,7 +7,7 @@ from typing import Any
 from fastapi import APIRouter, Path, Response
 
 from api.deps import ActiveMemoryReads, CurrentIdentity, ServicesDep, UserRoute
-from api.schemas.memories import LegacyMemory
+from api.schemas.memories import LegacyMemory, shaped
 from api.schemas.text import LINE_PATTERN
 from domain.model.values import MAX_KEY_CHARS, Scope
 
@@ -29,10 +29,7 @@ def list_global_memories(
             identity.user_id, scope_type="global", status="active", limit=200, cursor=cursor
         )
         returned += page.items
-        found += [
-            LegacyMemory.model_validate({k: r[k] for k in LegacyMemory.model_fields})
-            for r in page.items
-        ]
+        found += [shaped(LegacyMemory, r) for r in page.items]
         if page.next_cursor is None:
             services.record_read(identity.user_id, "api.legacy_list_memories", returned)
             return found

@@ -8,7 +8,7 @@ from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from api.schemas.memories import Category, MemoryOut, ScopeType, WorkspaceType
+from api.schemas.memories import Category, MemoryOut, ScopeType, WorkspaceType, shaped
 from api.schemas.text import Content
 
 __all__ = [
@@ -56,12 +56,7 @@ class Candidate(BaseModel):
 
 def candidate_out(source: Any) -> Candidate:
     """From a command's CandidateState or a projection row (dict)."""
-    data = (
-        source
-        if isinstance(source, dict)
-        else {name: getattr(source, name) for name in Candidate.model_fields}
-    )
-    return Candidate.model_validate({k: data[k] for k in Candidate.model_fields})
+    return shaped(Candidate, source)
 
 
 class CandidateList(BaseModel):

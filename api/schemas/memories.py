@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from functools import partial
+from typing import Any, Literal, TypeVar
 from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -14,6 +15,7 @@ __all__ = [
     "Category",
     "LegacyMemory",
     "MemoryCreate",
+    "MemoryFields",
     "MemoryOut",
     "MemoryPage",
     "MemoryPatch",
@@ -22,6 +24,7 @@ __all__ = [
     "VersionRestore",
     "WorkspaceType",
     "memory_out",
+    "shaped",
 ]
 
 Category = Literal[
@@ -29,6 +32,7 @@ Category = Literal[
 ]
 WorkspaceType = Literal["learning", "teaching", "research"]
 ScopeType = Literal["global", "workspace"]
+M = TypeVar("M", bound=BaseModel)
 _KEY = Field(examples=["explanation_preference"])
 _CONTENT = Field(examples=["我更喜欢先看例子再看定义。"])
 
@@ -37,8 +41,8 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class MemoryOut(BaseModel):
-    """A memory (API_CONTRACT.md `Memory`)."""
+class MemoryFields(BaseModel):
+    """The fields every response shape of a memory starts with: what it is, says and where."""
 
     memory_id: UUID
     memory_key: str
@@ -47,6 +51,11 @@ class MemoryOut(BaseModel):
     scope_type: ScopeType
     workspace_type: WorkspaceType | None
     source_type: Literal["explicit", "confirmed"]
+
+
+class MemoryOut(MemoryFields):
+    """A memory (API_CONTRACT.md `Memory`)."""
+
     status: Literal["active", "suppressed"]
     revision: int = Field(ge=1)
     created_at: datetime
@@ -56,14 +65,16 @@ class MemoryOut(BaseModel):
     expires_at: datetime | None
 
 
+def shaped(model: type[M], source: Any) -> M:
+    """`model` from the same-named fields of a command's state (attributes) or a projection
+    row (dict); anything else the source holds is left out."""
+    get = source.__getitem__ if isinstance(source, dict) else partial(getattr, source)
+    return model.model_validate({name: get(name) for name in model.model_fields})
+
+
 def memory_out(source: Any) -> MemoryOut:
     """From a command's MemoryState or a projection row (dict)."""
-    data = (
-        source
-        if isinstance(source, dict)
-        else {name: getattr(source, name) for name in MemoryOut.model_fields}
-    )
-    return MemoryOut.model_validate({k: data[k] for k in MemoryOut.model_fields})
+    return shaped(MemoryOut, source)
 
 
 class MemoryCreate(_Strict):

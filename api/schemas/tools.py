@@ -13,7 +13,7 @@ from uuid import UUID
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from api.schemas.candidates import Candidate
-from api.schemas.memories import Category, MemoryOut, ScopeType, WorkspaceType
+from api.schemas.memories import Category, MemoryFields, MemoryOut, ScopeType
 from api.schemas.text import Content, Identifier, Key, Query
 from retrieval.search import DEFAULT_LIMIT, MAX_LIMIT
 
@@ -122,16 +122,9 @@ class ProposeBody(_Body):
     )
 
 
-class SearchHit(BaseModel):
+class SearchHit(MemoryFields):
     """One search result; `content` may be cut, `tokens` is its estimated size."""
 
-    memory_id: UUID
-    memory_key: str
-    content: str
-    category: str
-    scope_type: ScopeType
-    workspace_type: WorkspaceType | None
-    source_type: Literal["explicit", "confirmed"]
     updated_at: datetime
     tokens: int
 

@@ -9,9 +9,9 @@ or query text.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 from datetime import datetime
-from typing import Final, NamedTuple
+from typing import Any, Final, NamedTuple
 from uuid import UUID, uuid4
 
 from domain.errors import InvalidInput
@@ -72,6 +72,10 @@ class AccessEntry:
         if self.kind == "denied" and not self.reason:
             raise InvalidInput("reason", "a denial needs its reason")
 
+    def details(self) -> dict[str, Any]:
+        """Every field but `kind`, by name: the keywords of `AccessRecord.record`."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "kind"}
+
 
 def result_entries(
     kind: str,
@@ -84,26 +88,12 @@ def result_entries(
     at: datetime,
 ) -> list[AccessEntry]:
     """One entry per returned memory (rank 1..n), or a single memory-less entry for none."""
+    entry = AccessEntry(kind, user_id, tool, at, request_id, workspace, workspace_type=workspace)
     if not hits:
-        return [
-            AccessEntry(
-                kind,
-                user_id,
-                tool,
-                at,
-                request_id,
-                workspace,
-                workspace_type=workspace,
-            )
-        ]
+        return [entry]
     return [
-        AccessEntry(
-            kind,
-            user_id,
-            tool,
-            at,
-            request_id,
-            workspace,
+        replace(
+            entry,
             memory_id=hit.memory_id,
             scope_type=hit.scope_type,
             workspace_type=hit.workspace_type,
@@ -132,25 +122,7 @@ def denial_entry(
 
 def access_records(entries: Iterable[AccessEntry]) -> list[AccessRecord]:
     """New AccessRecord aggregates (fresh ids) for these entries, ready to save together."""
-    return [
-        AccessRecord.record(
-            e.kind,
-            uuid4(),
-            at=e.at,
-            user_id=e.user_id,
-            request_id=e.request_id,
-            tool=e.tool,
-            workspace=e.workspace,
-            memory_id=e.memory_id,
-            scope_type=e.scope_type,
-            workspace_type=e.workspace_type,
-            revision=e.revision,
-            rank=e.rank,
-            count=e.count,
-            reason=e.reason,
-        )
-        for e in entries
-    ]
+    return [AccessRecord.record(e.kind, uuid4(), **e.details()) for e in entries]
 
 
 class AccessLog:

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import datetime
+from typing import TYPE_CHECKING, Any, TypeVar
 from uuid import UUID
 
 from domain.model.candidate import MemoryCandidate
@@ -11,6 +12,23 @@ from domain.model.memory import Memory, Version
 from domain.model.memory_settings import MemorySettings
 
 __all__ = ["CandidateState", "MemoryState", "Outcome", "SettingsState"]
+
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+S = TypeVar("S", bound="DataclassInstance")
+
+
+def _snapshot(cls: type[S], aggregate: object, **differing: Any) -> S:
+    """A `cls` whose fields are the aggregate's attributes of the same name, but for the values
+    given in `differing` (fields the aggregate names otherwise or holds in another form)."""
+    return cls(
+        **{
+            f.name: differing[f.name] if f.name in differing else getattr(aggregate, f.name)
+            for f in fields(cls)
+        }
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,23 +55,15 @@ class MemoryState:
     @classmethod
     def of(cls, memory: Memory) -> MemoryState:
         """Snapshot an aggregate."""
-        return cls(
-            memory.id,
-            memory.user_id,
-            memory.memory_key,
-            memory.content,
-            memory.category,
-            memory.scope.scope_type,
-            memory.scope.workspace_type,
-            memory.source_type,
-            memory.status,
-            memory.revision,
-            memory.created_on,
-            memory.updated_at,
-            memory.last_confirmed_at,
-            memory.review_after,
-            memory.expires_at,
-            tuple(memory.versions),
+        scope = memory.scope
+        return _snapshot(
+            cls,
+            memory,
+            memory_id=memory.id,
+            scope_type=scope.scope_type,
+            workspace_type=scope.workspace_type,
+            created_at=memory.created_on,
+            versions=tuple(memory.versions),
         )
 
 
@@ -81,24 +91,7 @@ class CandidateState:
     @classmethod
     def of(cls, candidate: MemoryCandidate) -> CandidateState:
         """Snapshot an aggregate."""
-        return cls(
-            candidate.id,
-            candidate.user_id,
-            candidate.operation,
-            candidate.target_memory_id,
-            candidate.expected_revision,
-            candidate.proposed_scope_type,
-            candidate.proposed_workspace_type,
-            candidate.proposed_key,
-            candidate.proposed_content,
-            candidate.proposed_category,
-            candidate.source_conversation_id,
-            candidate.status,
-            candidate.resulting_memory_id,
-            candidate.created_on,
-            candidate.decided_at,
-            candidate.expires_at,
-        )
+        return _snapshot(cls, candidate, candidate_id=candidate.id, created_at=candidate.created_on)
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final
@@ -94,15 +94,7 @@ _MAX_PASSES: Final = 4
 
 def normalise_content(text: str) -> str:
     """Return the canonical form used to decide whether two contents are the same."""
-    if text.isascii():  # NFKC and casefold change no ASCII text: one pass is the fixed point
-        return _normalise_content_once(text)
-    current = text
-    for _ in range(_MAX_PASSES):
-        following = _normalise_content_once(current)
-        if following == current:
-            break
-        current = following
-    return current
+    return _fixed_point(_normalise_content_once, text)
 
 
 def _normalise_content_once(text: str) -> str:
@@ -116,15 +108,7 @@ def _normalise_content_once(text: str) -> str:
 
 def normalise_key(key: str) -> str:
     """Return the canonical memory key; check the result with `is_valid_key`."""
-    if key.isascii():  # NFKC and casefold change no ASCII text: one pass is the fixed point
-        return _normalise_key_once(key)
-    current = key
-    for _ in range(_MAX_PASSES):
-        following = _normalise_key_once(current)
-        if following == current:
-            break
-        current = following
-    return current
+    return _fixed_point(_normalise_key_once, key)
 
 
 def _normalise_key_once(key: str) -> str:
@@ -132,6 +116,19 @@ def _normalise_key_once(key: str) -> str:
     folded = _INVISIBLE.sub("", unicodedata.normalize("NFKC", folded)).strip()
     folded = _KEY_SEPARATORS.sub("_", folded)
     return _UNDERSCORES.sub("_", folded).strip("_")
+
+
+def _fixed_point(once: Callable[[str], str], text: str) -> str:
+    """`once` applied until the text stops changing (at most `_MAX_PASSES` times)."""
+    if text.isascii():  # NFKC and casefold change no ASCII text: one pass is the fixed point
+        return once(text)
+    current = text
+    for _ in range(_MAX_PASSES):
+        following = once(current)
+        if following == current:
+            break
+        current = following
+    return current
 
 
 def is_valid_key(normalised: str) -> bool:

@@ -1,9 +1,10 @@
 """The live row of a memory, folded from its events: what active_memories and search_terms share.
 
 Both keep one row per live memory with the same columns for its state (content, category,
-scope, status, revision, times); `fold_memory_events` turns a batch of events into inserts,
-partial updates and deletes of such rows in a `RowChanges`, and each projection adds its own
-columns (active_memories: `created_at`, `position`; search_terms: the terms).
+scope, status, revision, times), laid out by `memory_table` with each projection's own
+columns (active_memories: `created_at`, `position`; search_terms: the terms);
+`fold_memory_events` turns a batch of events into inserts, partial updates and deletes of such
+rows in a `RowChanges`.
 """
 
 from __future__ import annotations
@@ -24,13 +25,12 @@ from projections.memory_kinds import (
     SUPPRESSED,
 )
 from projections.sealed import RowSeal
-from projections.views._rows import Column, RowChanges
+from projections.views._rows import Column, RowChanges, TableLayout
 
 __all__ = [
     "MEMORY_ID",
-    "STATE_BEFORE_CREATED",
-    "STATE_FROM_UPDATED",
     "fold_memory_events",
+    "memory_table",
     "open_memory_rows",
     "seal_memory_row",
     "seal_memory_rows",
@@ -38,7 +38,7 @@ __all__ = [
 _SEALED = ("memory_key", "content")
 
 MEMORY_ID = Column("memory_id", "uuid")
-STATE_BEFORE_CREATED = (
+_STATE_BEFORE_CREATED = (
     Column("user_id", "text"),
     Column("key_hash", "text"),
     Column("memory_key", "bytea"),
@@ -54,13 +54,20 @@ STATE_BEFORE_CREATED = (
 
 `memory_key` and `content` hold `RowSeal.seal` bytes (`seal_memory_rows`), `key_hash` the
 user-keyed hash of the key that equality lookups use; `open_memory_rows` reads them back."""
-STATE_FROM_UPDATED = (
+_STATE_FROM_UPDATED = (
     Column("updated_at", "timestamptz"),
     Column("last_confirmed_at", "timestamptz", nullable=True),
     Column("review_after", "timestamptz", nullable=True),
     Column("expires_at", "timestamptz", nullable=True),
 )
 """The state columns after them; each table keeps this order (a rebuild compares by position)."""
+
+
+def memory_table(*own: Column, created_at: bool = False) -> TableLayout:
+    """The layout of a table of live memories: `memory_id`, the state columns (with
+    `created_at` after `revision` when asked for), then the projection's `own` columns."""
+    created = (Column("created_at", "timestamptz"),) if created_at else ()
+    return TableLayout(MEMORY_ID, (*_STATE_BEFORE_CREATED, *created, *_STATE_FROM_UPDATED, *own))
 
 
 def fold_memory_events(

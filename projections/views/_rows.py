@@ -20,11 +20,9 @@ __all__ = [
     "Column",
     "ReadSource",
     "RowChanges",
+    "TableLayout",
     "array_literal",
-    "column_names",
-    "column_types",
     "copy_rows",
-    "create_table",
     "update_rows",
 ]
 
@@ -43,25 +41,42 @@ class Column:
     nullable: bool = False
 
 
-def create_table(table: Composed, key: Column, columns: Sequence[Column]) -> Composed:
-    """CREATE TABLE IF NOT EXISTS with `key` as its primary key, then `columns` in order."""
-    parts = [SQL("{} {} PRIMARY KEY").format(Identifier(key.name), SQL(key.type))]
-    parts += [
-        SQL("{} {} {}").format(
-            Identifier(c.name), SQL(c.type), SQL("NULL" if c.nullable else "NOT NULL")
-        )
-        for c in columns
-    ]
-    return SQL("CREATE TABLE IF NOT EXISTS {} ({})").format(table, SQL(", ").join(parts))
+@dataclass(frozen=True)
+class TableLayout:
+    """A view table's columns, declared once for its CREATE TABLE, its binary COPY and its reads.
 
+    `key` is the primary key, `columns` the others in table order (a rebuild compares tables
+    by position). `names` and `types` are what `RowChanges` needs: `changes` builds one.
+    """
 
-def column_names(columns: Sequence[Column]) -> tuple[str, ...]:
-    return tuple(c.name for c in columns)
+    key: Column
+    columns: tuple[Column, ...]
 
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The names of the columns after the key, in order."""
+        return tuple(c.name for c in self.columns)
 
-def column_types(key: Column, columns: Sequence[Column]) -> dict[str, str]:
-    """The type of the key and of every column, as `RowChanges` needs them."""
-    return {c.name: c.type for c in (key, *columns)}
+    @property
+    def types(self) -> dict[str, str]:
+        """The type of the key and of every column."""
+        return {c.name: c.type for c in (self.key, *self.columns)}
+
+    def create(self, table: Composed) -> Composed:
+        """CREATE TABLE IF NOT EXISTS with `key` as its primary key, then the columns in order."""
+        key = self.key
+        parts = [SQL("{} {} PRIMARY KEY").format(Identifier(key.name), SQL(key.type))]
+        parts += [
+            SQL("{} {} {}").format(
+                Identifier(c.name), SQL(c.type), SQL("NULL" if c.nullable else "NOT NULL")
+            )
+            for c in self.columns
+        ]
+        return SQL("CREATE TABLE IF NOT EXISTS {} ({})").format(table, SQL(", ").join(parts))
+
+    def changes(self, table: Composed) -> RowChanges:
+        """An empty `RowChanges` of `table` (laid out like this), keyed by `key`."""
+        return RowChanges(table, self.key.name, self.names, self.types)
 
 
 def copy_rows(

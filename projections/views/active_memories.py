@@ -7,7 +7,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, TypedDict, Unpack
 from uuid import UUID
 
 from psycopg import Cursor
@@ -19,27 +19,19 @@ from projections.envelope import Envelope
 from projections.sealed import vacuum_promptly
 from projections.tracking import Tables
 from projections.views._memory_rows import (
-    MEMORY_ID,
-    STATE_BEFORE_CREATED,
-    STATE_FROM_UPDATED,
     fold_memory_events,
+    memory_table,
     open_memory_rows,
     seal_memory_rows,
 )
-from projections.views._rows import (
-    Column,
-    ReadSource,
-    RowChanges,
-    column_names,
-    column_types,
-    create_table,
-)
+from projections.views._rows import Column, ReadSource
 
 __all__ = [
     "COLUMNS",
     "ActiveMemories",
     "InvalidCursor",
     "Page",
+    "PageQuery",
     "expired_count",
     "memories",
     "memory",
@@ -47,34 +39,27 @@ __all__ = [
     "retrievable_memories",
 ]
 
-TABLE = (
-    *STATE_BEFORE_CREATED,
-    Column("created_at", "timestamptz"),
-    *STATE_FROM_UPDATED,
-    Column("position", "int8"),
-)
-COLUMNS = column_names(TABLE)
-TYPES = column_types(MEMORY_ID, TABLE)
+TABLE = memory_table(Column("position", "int8"), created_at=True)
+COLUMNS = TABLE.names
 
 
 class ActiveMemories(Projection):
     """One row per live memory; a forgotten memory leaves none."""
 
     name = "active_memories"
-    tables = ("active_memories",)
 
     def create(self, t: Tables) -> list[Composed]:
         table = t["active_memories"]
         return [
-            create_table(table, MEMORY_ID, TABLE),
+            TABLE.create(table),
             vacuum_promptly(table),
-            SQL("CREATE INDEX IF NOT EXISTS {} ON {} (user_id, scope_type, workspace_type)").format(
-                t.index("active_memories", "user_scope"), table
+            t.create_index(
+                "active_memories", "user_scope", "(user_id, scope_type, workspace_type)"
             ),
         ]
 
     def apply(self, cur: Cursor[Any], t: Tables, batch: Sequence[Envelope]) -> None:
-        rows = RowChanges(t["active_memories"], "memory_id", COLUMNS, TYPES)
+        rows = TABLE.changes(t["active_memories"])
         fold_memory_events(rows, batch, track_position=True)
         seal_memory_rows(rows, "active_memories", t.seal)
         rows.flush(cur)
@@ -128,33 +113,37 @@ def memory(src: ReadSource, user_id: str, memory_id: UUID) -> dict[str, Any] | N
     return rows[0] if rows else None
 
 
-def memories(
-    src: ReadSource,
-    user_id: str,
-    *,
-    scope_type: str | None = None,
-    workspace_type: str | None = None,
-    status: str | None = None,
-    category: str | None = None,
-    limit: int = 50,
-    cursor: str | None = None,
-) -> Page:
+class PageQuery(TypedDict, total=False):
+    """What `memories` narrows a page to (each filter unset or None: any) and its size and start."""
+
+    scope_type: str | None
+    workspace_type: str | None
+    status: str | None
+    category: str | None
+    limit: int
+    """At most this many rows (default 50)."""
+    cursor: str | None
+    """The `next_cursor` of the page before (None: the first page)."""
+
+
+_FILTERS = ("scope_type", "workspace_type", "status", "category")
+
+
+def memories(src: ReadSource, user_id: str, **query: Unpack[PageQuery]) -> Page:
     """The user's live memories, oldest first, keyset-paginated."""
     where = [SQL("user_id = %s")]
     params: list[Any] = [user_id]
-    for column, value in (
-        ("scope_type", scope_type),
-        ("workspace_type", workspace_type),
-        ("status", status),
-        ("category", category),
-    ):
+    for column in _FILTERS:
+        value = query.get(column)
         if value is not None:
             where.append(SQL(f"{column} = %s"))
             params.append(value)
+    cursor = query.get("cursor")
     if cursor:
         created_at, memory_id = _decode_cursor(cursor)
         where.append(SQL("(created_at, memory_id) > (%s, %s)"))
         params += [created_at, memory_id]
+    limit = query.get("limit", 50)
     rows = _all(
         src,
         SQL("SELECT {} FROM {} WHERE {} ORDER BY created_at, memory_id LIMIT %s").format(

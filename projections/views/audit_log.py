@@ -147,7 +147,6 @@ class AuditLog(Projection):
     """Security trail of the ledger (versions, not audit, are where content may be seen)."""
 
     name = "audit_log"
-    tables = ("audit_log",)
 
     def create(self, t: Tables) -> list[Composed]:
         table = t["audit_log"]
@@ -168,12 +167,8 @@ class AuditLog(Projection):
                 " occurred_at timestamptz NULL,"
                 " request_id text NULL)"
             ).format(table),
-            SQL("CREATE INDEX IF NOT EXISTS {} ON {} (user_id, position)").format(
-                t.index("audit_log", "user"), table
-            ),
-            SQL("CREATE INDEX IF NOT EXISTS {} ON {} (memory_id, position)").format(
-                t.index("audit_log", "memory"), table
-            ),
+            t.create_index("audit_log", "user", "(user_id, position)"),
+            t.create_index("audit_log", "memory", "(memory_id, position)"),
         ]
 
     def apply(self, cur: Cursor[Any], t: Tables, batch: Sequence[Envelope]) -> None:

@@ -67,7 +67,6 @@ class Candidates(Projection):
     """One row per candidate; forgetting a memory shreds the candidates about it."""
 
     name = "candidates"
-    tables = ("candidates",)
 
     def create(self, t: Tables) -> list[Composed]:
         table = t["candidates"]
@@ -92,12 +91,8 @@ class Candidates(Projection):
                 " expires_at timestamptz NOT NULL)"
             ).format(table),
             vacuum_promptly(table),
-            SQL("CREATE INDEX IF NOT EXISTS {} ON {} (user_id, status, created_at)").format(
-                t.index("candidates", "user_status"), table
-            ),
-            SQL("CREATE INDEX IF NOT EXISTS {} ON {} (status, expires_at)").format(
-                t.index("candidates", "due"), table
-            ),
+            t.create_index("candidates", "user_status", "(user_id, status, created_at)"),
+            t.create_index("candidates", "due", "(status, expires_at)"),
         ]
 
     def apply(self, cur: Cursor[Any], t: Tables, batch: Sequence[Envelope]) -> None:

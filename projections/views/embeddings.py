@@ -49,14 +49,7 @@ from projections.memory_kinds import MEMORY_KINDS as _KINDS
 from projections.sealed import RowSeal, vacuum_promptly
 from projections.tracking import Tables
 from projections.views._memory_rows import MEMORY_ID
-from projections.views._rows import (
-    Column,
-    ReadSource,
-    RowChanges,
-    column_names,
-    column_types,
-    create_table,
-)
+from projections.views._rows import Column, ReadSource, RowChanges, TableLayout
 from projections.views.search_terms import TABLE_NAME as SEARCH_TERMS
 
 __all__ = [
@@ -132,22 +125,23 @@ class PassageEmbedder(Protocol):
 BACKFILL_BATCH = 32
 """Memories embedded per backfill step (about a second with the bundled model)."""
 
-TABLE = (
-    Column("user_id", "text"),
-    Column("memory_key", "bytea"),
-    Column("revision", "int4"),
-    Column("model", "text", nullable=True),
-    Column("vector", "bytea", nullable=True),
+TABLE = TableLayout(
+    MEMORY_ID,
+    (
+        Column("user_id", "text"),
+        Column("memory_key", "bytea"),
+        Column("revision", "int4"),
+        Column("model", "text", nullable=True),
+        Column("vector", "bytea", nullable=True),
+    ),
 )
-COLUMNS = column_names(TABLE)
-TYPES = column_types(MEMORY_ID, TABLE)
+COLUMNS = TABLE.names
 
 
 class Embeddings(Projection):
     """The embeddings projection; `service` None (or one that is off) stores no vectors."""
 
     name = "embeddings"
-    tables = ("embeddings",)
 
     def __init__(self, service: PassageEmbedder | None = None) -> None:
         self.service = service
@@ -160,14 +154,10 @@ class Embeddings(Projection):
     def create(self, t: Tables) -> list[Composed]:
         table = t["embeddings"]
         return [
-            create_table(table, MEMORY_ID, TABLE),
+            TABLE.create(table),
             vacuum_promptly(table),
-            SQL("CREATE INDEX IF NOT EXISTS {} ON {} (user_id)").format(
-                t.index("embeddings", "user"), table
-            ),
-            SQL("CREATE INDEX IF NOT EXISTS {} ON {} (memory_id) WHERE vector IS NULL").format(
-                t.index("embeddings", "missing"), table
-            ),
+            t.create_index("embeddings", "user", "(user_id)"),
+            t.create_index("embeddings", "missing", "(memory_id) WHERE vector IS NULL"),
             # Not one of `tables`: a rebuild neither rebuilds nor compares it (stamps are random);
             # the matrix key holds the embeddings table's identity for a swap.
             SQL(
@@ -177,7 +167,7 @@ class Embeddings(Projection):
 
     def apply(self, cur: Cursor[Any], t: Tables, batch: Sequence[Envelope]) -> None:
         table = t["embeddings"]
-        rows = RowChanges(table, "memory_id", COLUMNS, TYPES)
+        rows = TABLE.changes(table)
         texts: dict[UUID, tuple[str | None, str]] = {}  # to embed: (key if unknown, content)
         users: set[str] = set()
         for envelope in batch:

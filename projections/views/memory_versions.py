@@ -23,7 +23,6 @@ class MemoryVersions(Projection):
     """Every revision's content; all rows of a memory vanish when it is forgotten."""
 
     name = "memory_versions"
-    tables = ("memory_versions",)
 
     def create(self, t: Tables) -> list[Composed]:
         return [

@@ -95,9 +95,7 @@ class Profile(Projection):
                 " PRIMARY KEY (memory_id, field))"
             ).format(t["profile_sources"]),
             vacuum_promptly(t["profile_sources"]),
-            SQL("CREATE INDEX IF NOT EXISTS {} ON {} (user_id, field)").format(
-                t.index("profile_sources", "user_field"), t["profile_sources"]
-            ),
+            t.create_index("profile_sources", "user_field", "(user_id, field)"),
             SQL(
                 "CREATE TABLE IF NOT EXISTS {} ("
                 " memory_id uuid PRIMARY KEY,"

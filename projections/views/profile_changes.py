@@ -85,12 +85,8 @@ def create_statements(t: Tables) -> list[Composed]:
             " request_id text NULL,"
             " PRIMARY KEY (position, seq))"
         ).format(table),
-        SQL("CREATE INDEX IF NOT EXISTS {} ON {} (user_id, position)").format(
-            t.index(TABLE, "user"), table
-        ),
-        SQL("CREATE INDEX IF NOT EXISTS {} ON {} (memory_id, position)").format(
-            t.index(TABLE, "memory"), table
-        ),
+        t.create_index(TABLE, "user", "(user_id, position)"),
+        t.create_index(TABLE, "memory", "(memory_id, position)"),
     ]
 
 

@@ -23,21 +23,12 @@ from projections.envelope import Envelope
 from projections.sealed import RowSeal, vacuum_promptly
 from projections.tracking import Tables
 from projections.views._memory_rows import (
-    MEMORY_ID,
-    STATE_BEFORE_CREATED,
-    STATE_FROM_UPDATED,
     fold_memory_events,
+    memory_table,
     open_memory_rows,
     seal_memory_rows,
 )
-from projections.views._rows import (
-    Column,
-    ReadSource,
-    RowChanges,
-    column_names,
-    column_types,
-    create_table,
-)
+from projections.views._rows import Column, ReadSource, RowChanges
 from projections.views.terms import index_terms, key_terms
 
 __all__ = [
@@ -53,14 +44,8 @@ __all__ = [
 ]
 
 TABLE_NAME = "search_terms"
-TABLE = (
-    *STATE_BEFORE_CREATED,
-    *STATE_FROM_UPDATED,
-    Column("terms", "text[]"),
-    Column("key_terms", "text[]"),
-)
-COLUMNS = column_names(TABLE)
-TYPES = column_types(MEMORY_ID, TABLE)
+TABLE = memory_table(Column("terms", "text[]"), Column("key_terms", "text[]"))
+COLUMNS = TABLE.names
 
 
 def term_hashes(seal: RowSeal, user_id: str) -> Callable[[str], str]:
@@ -104,38 +89,35 @@ class SearchTerms(Projection):
     """One row per live memory (active or suppressed) with its search terms."""
 
     name = "search_terms"
-    tables = ("search_terms",)
 
     def create(self, t: Tables) -> list[Composed]:
         table = t["search_terms"]
         return [
-            create_table(table, MEMORY_ID, TABLE),
+            TABLE.create(table),
             vacuum_promptly(table),
-            SQL("CREATE INDEX IF NOT EXISTS {} ON {} USING gin (terms)").format(
-                t.index("search_terms", "terms"), table
-            ),
-            SQL("CREATE INDEX IF NOT EXISTS {} ON {} (user_id, key_hash)").format(
-                t.index("search_terms", "user_key"), table
-            ),
+            t.create_index("search_terms", "terms", "USING gin (terms)"),
+            t.create_index("search_terms", "user_key", "(user_id, key_hash)"),
             # The newest rows of a category first: a query that only names a category reads a
             # few index entries instead of sorting all the user's rows of it.
             SQL("DROP INDEX IF EXISTS {}.{}").format(
                 Identifier(t.schema), t.index("search_terms", "user_category")
             ),
-            SQL(
-                "CREATE INDEX IF NOT EXISTS {} ON {}"
-                " (user_id, category, updated_at DESC, memory_id)"
-            ).format(t.index("search_terms", "user_category_recent"), table),
+            t.create_index(
+                "search_terms",
+                "user_category_recent",
+                "(user_id, category, updated_at DESC, memory_id)",
+            ),
             # The next expiry of a workspace memory (it may hide a global one): the search
             # cache keeps no result past it.
-            SQL(
-                "CREATE INDEX IF NOT EXISTS {} ON {} (user_id, expires_at)"
-                " WHERE scope_type = 'workspace' AND expires_at IS NOT NULL"
-            ).format(t.index("search_terms", "workspace_expiry"), table),
+            t.create_index(
+                "search_terms",
+                "workspace_expiry",
+                "(user_id, expires_at) WHERE scope_type = 'workspace' AND expires_at IS NOT NULL",
+            ),
         ]
 
     def apply(self, cur: Cursor[Any], t: Tables, batch: Sequence[Envelope]) -> None:
-        rows = RowChanges(t["search_terms"], "memory_id", COLUMNS, TYPES)
+        rows = TABLE.changes(t["search_terms"])
         fold_memory_events(rows, batch)
         seal = t.seal
         for row in rows.new.values():

@@ -22,7 +22,6 @@ class Tombstones(Projection):
     """memory_id, user_id, deleted_at, final_revision of every forgotten memory."""
 
     name = "tombstones"
-    tables = ("tombstones",)
 
     def create(self, t: Tables) -> list[Composed]:
         return [
@@ -33,9 +32,7 @@ class Tombstones(Projection):
                 " deleted_at timestamptz NOT NULL,"
                 " final_revision integer NOT NULL)"
             ).format(t["tombstones"]),
-            SQL("CREATE INDEX IF NOT EXISTS {} ON {} (user_id)").format(
-                t.index("tombstones", "user"), t["tombstones"]
-            ),
+            t.create_index("tombstones", "user", "(user_id)"),
         ]
 
     def apply(self, cur: Cursor[Any], t: Tables, batch: Sequence[Envelope]) -> None:

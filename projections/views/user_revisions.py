@@ -22,7 +22,6 @@ class UserRevisions(Projection):
     """A counter per user; any cached search result keyed by an older value is stale."""
 
     name = "user_revisions"
-    tables = ("user_revisions",)
 
     def create(self, t: Tables) -> list[Composed]:
         return [
