@@ -154,6 +154,8 @@ def _with_examples(spec: dict[str, Any]) -> dict[str, Any]:
             schemas[name]["examples"] = [example]
     for path in spec.get("paths", {}).values():
         for operation in path.values():
+            for parameter in operation.get("parameters", []):
+                _not_null(parameter)
             body = operation.get("requestBody", {}).get("content", {})
             for media in body.values():
                 _exemplify(media, schemas)
@@ -161,6 +163,19 @@ def _with_examples(spec: dict[str, Any]) -> dict[str, Any]:
                 if status.startswith("2"):
                     _exemplify_response(operation["operationId"], response, schemas)
     return spec
+
+
+def _not_null(parameter: dict[str, Any]) -> None:
+    """An optional parameter is one that may be left out: its value is never null.
+
+    FastAPI describes `int | None = None` as anyOf [integer, null]; a client (or a fuzzer) would
+    then send the text "null", which no such parameter accepts.
+    """
+    schema = parameter.get("schema", {})
+    kept = [s for s in schema.get("anyOf", []) if s.get("type") != "null"]
+    if len(kept) == 1 and len(kept) < len(schema["anyOf"]):
+        del schema["anyOf"]
+        schema.update(kept[0])
 
 
 def _exemplify_response(name: str, response: dict[str, Any], schemas: dict[str, Any]) -> None:
