@@ -59,6 +59,11 @@ class MasterKeyring:
         active_id = _key_id(base64.b64decode(encoded[0].strip()))
         return cls(keys=keys, active_id=active_id)
 
+    @property
+    def held_ids(self) -> list[str]:
+        """The ids of the master keys held: the active one first, then as configured."""
+        return [self.active_id, *(key_id for key_id in self.keys if key_id != self.active_id)]
+
     def wrap(self, key_id: bytes, data_key: bytes) -> tuple[str, bytes]:
         """Encrypt a data key under the active master key: (master key id, nonce + ciphertext)."""
         nonce = os.urandom(_NONCE)
