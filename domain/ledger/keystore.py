@@ -128,9 +128,9 @@ class DataKeyStore:
         if cached is not None:
             return cached or None
         self.prefetch([key_id])
-        with self._lock:
-            cached = self._cached(key_id)
-        return cached or None
+        with self._lock:  # just loaded: used even when the ttl (0) has already expired it
+            entry = self._cache.get(key_id)
+        return entry[1] or None if entry is not None else None
 
     def prefetch(self, key_ids: Iterable[UUID]) -> None:
         """Load many keys in one query (replays and rebuilds call this per batch).
