@@ -11,13 +11,21 @@ from dataclasses import dataclass, field
 
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-__all__ = ["KeyringError", "MasterKeyring", "generate_master_key"]
+__all__ = ["KeyringError", "MasterKeyring", "UnknownMasterKey", "generate_master_key"]
 
 _NONCE = 12
 
 
 class KeyringError(Exception):
     """The master key configuration is unusable, or a wrapped key cannot be opened."""
+
+
+class UnknownMasterKey(KeyringError):
+    """A data key is wrapped under a master key this keyring does not hold (`master_id`)."""
+
+    def __init__(self, master_id: str) -> None:
+        super().__init__(f"master key {master_id} is not configured")
+        self.master_id = master_id
 
 
 def generate_master_key() -> str:
@@ -73,7 +81,7 @@ class MasterKeyring:
     def unwrap(self, master_id: str, key_id: bytes, wrapped: bytes) -> bytes:
         """Decrypt a data key wrapped by `wrap` under the master key `master_id`."""
         if master_id not in self.keys:
-            raise KeyringError(f"master key {master_id} is not configured")
+            raise UnknownMasterKey(master_id)
         try:
             return self._cipher(master_id).decrypt(wrapped[:_NONCE], wrapped[_NONCE:], key_id)
         except Exception as error:

@@ -12,7 +12,8 @@ from collections.abc import Callable, Iterable
 from typing import Final
 from uuid import NAMESPACE_URL, UUID, uuid5
 
-from domain.ledger.keyring import MasterKeyring
+from domain.errors import MasterKeyMissing
+from domain.ledger.keyring import MasterKeyring, UnknownMasterKey
 from domain.ledger.persistence.key_table import KeyTable
 from domain.ledger.persistence.reads import Connections
 from domain.ledger.persistence.tables import NewDataKey
@@ -150,7 +151,7 @@ class DataKeyStore:
         if not wanted:
             return
         found = {
-            key_id: self._keyring.unwrap(master_id, key_id.bytes, wrapped)
+            key_id: self._unwrap(master_id, key_id, wrapped)
             for key_id, master_id, wrapped in self._table.wrapped(wanted)
         }
         with self._lock:
@@ -198,7 +199,7 @@ class DataKeyStore:
         keyring = self._keyring
 
         def rewrap(master_id: str, key_id: UUID, wrapped: bytes) -> tuple[str, bytes]:
-            return keyring.wrap(key_id.bytes, keyring.unwrap(master_id, key_id.bytes, wrapped))
+            return keyring.wrap(key_id.bytes, self._unwrap(master_id, key_id, wrapped))
 
         done = 0
         while rows := self._table.rewrap(keyring.active_id, batch_size, rewrap):
@@ -206,6 +207,13 @@ class DataKeyStore:
             if progress is not None:
                 progress(rows)
         return done
+
+    def _unwrap(self, master_id: str, key_id: UUID, wrapped: bytes) -> bytes:
+        """The raw key; MasterKeyMissing (a domain error: 503) when its master key is not held."""
+        try:
+            return self._keyring.unwrap(master_id, key_id.bytes, wrapped)
+        except UnknownMasterKey as error:
+            raise MasterKeyMissing(error.master_id) from error
 
     # -- cache internals (call with the lock held) -------------------------------------------
 
@@ -225,6 +233,7 @@ class DataKeyStore:
         self._cache.move_to_end(key_id)
         while len(self._cache) > self._size:
             self._cache.popitem(last=False)
+
 
 _LOCK_IDS_CACHED = 100_000
 
