@@ -191,10 +191,17 @@ class DataKeyStore:
         with self._lock:
             self._cache.clear()
 
-    def rotate(self, batch_size: int = 1000, progress: Callable[[int], None] | None = None) -> int:
+    def rotate(
+        self,
+        batch_size: int = 1000,
+        progress: Callable[[int], None] | None = None,
+        before_batch: Callable[[], None] | None = None,
+    ) -> int:
         """Re-wrap every data key not yet under the active master key; returns how many.
 
-        Events are never touched: only the wrapped copies in the key table change.
+        Events are never touched: only the wrapped copies in the key table change. Use
+        KeyRotation (domain/ledger/rotation.py), which first checks that running processes can
+        follow, and passes that check as `before_batch` (raise there to stop).
         """
         keyring = self._keyring
 
@@ -202,7 +209,12 @@ class DataKeyStore:
             return keyring.wrap(key_id.bytes, self._unwrap(master_id, key_id, wrapped))
 
         done = 0
-        while rows := self._table.rewrap(keyring.active_id, batch_size, rewrap):
+        while True:
+            if before_batch is not None:
+                before_batch()
+            rows = self._table.rewrap(keyring.active_id, batch_size, rewrap)
+            if not rows:
+                break
             done += rows
             if progress is not None:
                 progress(rows)

@@ -32,6 +32,7 @@ from domain.ledger.persistence.lookups import Lookups
 from domain.ledger.persistence.reads import Connections
 from domain.ledger.persistence.recorder import LedgerRecorder
 from domain.ledger.persistence.sessions import SESSION_NAME_ENV, session_name
+from domain.ledger.rotation import KeyRotation
 from domain.ledger.sealing import SealingMapper
 from domain.ledger.settings import SettingsCommands
 from domain.ledger.store import AggregateStore
@@ -72,6 +73,7 @@ class MemoryLedger(Application[UUID]):
         self.forgetting = Forgetting(self.store, self.recorder, self.clock)
         self.user_settings = SettingsCommands(self.store)
         self.access_log = AccessLog(self.store)
+        self.rotation = KeyRotation(self._datastore, self.keys, self.keyring)
 
         # The commands, under the names every entry point calls.
         self.get_memory = self.memories.get
