@@ -42,8 +42,10 @@ def _key_id(key: bytes) -> str:
 class MasterKeyring:
     """The active master key (wraps new data keys) and retired ones (only unwrap).
 
-    Build it with `from_base64`: the first key is active. To rotate, put the new key first,
-    keep the old ones after it, run the rotation (which re-wraps every data key), then drop them.
+    Build it with `from_base64`: the first key is active. Rotating while processes run
+    (KeyRotation, domain/ledger/rotation.py; docs/operations.md, "Master key rotation"): add the
+    new key after the old everywhere, rotate with it first, make it first everywhere, rotate
+    again, then drop the old.
     """
 
     keys: dict[str, bytes]

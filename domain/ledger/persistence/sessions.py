@@ -86,9 +86,11 @@ class Session:
 
     def describe(self) -> str:
         """`pid 1234 from 10.0.0.5 since 2026-06-01T12:00:00+00:00 holding 1a2b3c4d,99887766`"""
+        # Both None: the session is another role's, hidden without pg_read_all_stats.
+        client = self.client or ("local" if self.started else "?")
         started = self.started.isoformat(timespec="seconds") if self.started else "?"
         keys = ",".join(self.key_ids) + ("" if self.names_all else ",...")
-        return f"pid {self.pid} from {self.client or 'local'} since {started} holding {keys}"
+        return f"pid {self.pid} from {client} since {started} holding {keys}"
 
 
 def connected_sessions(connections: Connections, schema: str) -> list[Session]:
