@@ -18,6 +18,7 @@ from domain.errors import (
     InvalidInput,
     KeyExists,
     LedgerUnavailable,
+    MasterKeyMissing,
     MemoryForgotten,
     NotFound,
     PolicyDenied,
@@ -111,6 +112,19 @@ def _status_of(error: Exception, retry_after: int) -> JSONResponse:
             return _error(409, str(error), reason="key_exists", memory_id=str(error.memory_id))
         case CandidateNotPending():
             return _error(409, str(error), reason="candidate_decided", status=error.status)
+        case MasterKeyMissing():
+            # Not the client's fault nor a bug: this server missed a key rotation (logged once
+            # per request with the key's id; the client is told no more than that).
+            _log.error("%s", error, extra={"request_id": current_request_id()})
+            return JSONResponse(
+                {
+                    "detail": "the server cannot open a data key: it lacks a master key after a"
+                    " key rotation; retry later",
+                    "reason": "master_key_missing",
+                },
+                status_code=503,
+                headers={"Retry-After": str(retry_after)},
+            )
         case LedgerUnavailable():
             return unavailable(retry_after)
     raise error

@@ -10,6 +10,7 @@ __all__ = [
     "InvalidInput",
     "KeyExists",
     "LedgerUnavailable",
+    "MasterKeyMissing",
     "MemoryForgotten",
     "NotFound",
     "PolicyDenied",
@@ -85,3 +86,16 @@ class PolicyDenied(DomainError):
 
 class LedgerUnavailable(DomainError):
     """The ledger could not complete the write (database down or contended); safe to retry."""
+
+
+class MasterKeyMissing(LedgerUnavailable):
+    """A data key is wrapped under a master key this process does not hold (`master_id`): a key
+    rotation it did not follow. The operator adds that key to its configuration and restarts it
+    (README, "rotate the master key"); until then the commands needing that data key fail."""
+
+    def __init__(self, master_id: str) -> None:
+        super().__init__(
+            f"a data key is wrapped under master key {master_id}, which this process does not"
+            " hold: add it to MEMLEDGER_MASTER_KEY (after the active key) and restart"
+        )
+        self.master_id = master_id

@@ -103,7 +103,7 @@ def describe(error: Exception) -> tuple[int, str]:
     from eventsourcing.persistence import PersistenceError
     from pydantic import ValidationError
 
-    from domain.errors import InvalidInput, LedgerUnavailable, NotFound
+    from domain.errors import InvalidInput, LedgerUnavailable, MasterKeyMissing, NotFound
     from domain.ledger.keyring import KeyringError
 
     text = " ".join(str(error).split())
@@ -112,7 +112,7 @@ def describe(error: Exception) -> tuple[int, str]:
         where = ".".join(str(part) for part in first["loc"]) or "settings"
         more = f" (and {error.error_count() - 1} more)" if error.error_count() > 1 else ""
         return EXIT_BAD_INPUT, f"invalid setting {where}: {first['msg']}{more}"
-    if isinstance(error, KeyringError | InvalidInput):
+    if isinstance(error, KeyringError | InvalidInput | MasterKeyMissing):
         return EXIT_BAD_INPUT, text
     if isinstance(error, NotFound):
         return EXIT_NOT_FOUND, text

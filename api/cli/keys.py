@@ -1,4 +1,7 @@
-"""`memledger keys rotate | complete-shredding`: master and data key operations."""
+"""`memledger keys rotate | status | complete-shredding`: master and data key operations.
+
+The work is the ledger's (`MemoryLedger.rotation`, domain/ledger/rotation.py); this only prints.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from api.cli.common import load_settings
+from api.cli.common import EXIT_REFUSED, fail, load_settings
 
 __all__ = ["keys_app"]
 
@@ -20,19 +23,61 @@ def rotate_keys(
 ) -> None:
     """Re-wrap every data key under the first master key (events are never touched).
 
-    Put the new key first in MEMLEDGER_MASTER_KEY, keep the old ones after it, run this,
-    then remove the old ones.
+    Refused (exit status 5, nothing re-wrapped) while a connected memledger process does not
+    hold the first key: add the new key after the current one in every process and restart
+    them, then run this with the new key first (README, "rotate the master key").
     """
     from rich.progress import Progress
 
     from api.bootstrap import build_ledger
+    from domain.ledger.rotation import RotationRefused
 
     ledger = build_ledger(load_settings())
-    with Progress(transient=not sys.stderr.isatty()) as progress:
-        task = progress.add_task("re-wrapping data keys", total=None)
-        done = ledger.keys.rotate(batch, progress=lambda n: progress.advance(task, n))
+    try:
+        with Progress(transient=not sys.stderr.isatty()) as progress:
+            task = progress.add_task("re-wrapping data keys", total=None)
+            done = ledger.rotation.rotate(batch, progress=lambda n: progress.advance(task, n))
+    except RotationRefused as error:
+        fail(f"memledger: {error}", EXIT_REFUSED)
+    finally:
+        ledger.close()
     typer.echo(f"re-wrapped {done} data keys under master key {ledger.keyring.active_id}")
-    ledger.close()
+
+
+@keys_app.command("status")
+def key_status() -> None:
+    """Data keys per master key, and the connected memledger processes' master keys.
+
+    A master key may be dropped once no data key is wrapped under it and no process is
+    configured with it first (rotate until its count is gone).
+    """
+    from api.bootstrap import build_ledger
+
+    ledger = build_ledger(load_settings())
+    try:
+        status = ledger.rotation.status()
+    finally:
+        ledger.close()
+    typer.echo(f"{'master key':<16}  {'here':<8}  {'data keys':>9}")
+    here = dict.fromkeys(status.held_ids, "held") | {status.active_id: "active"}
+    for key_id in dict.fromkeys([*status.held_ids, *status.wrapped]):
+        role = here.get(key_id, "not held")
+        typer.echo(f"{key_id}  {role:<8}  {status.wrapped.get(key_id, 0):>9}")
+    typer.echo(f"{len(status.sessions)} connected memledger sessions (this command's included):")
+    for session in status.sessions:
+        typer.echo(f"  {session.describe()}")
+    elsewhere = status.wrapping_elsewhere
+    if elsewhere:
+        typer.echo(
+            f"{len(elsewhere)} sessions wrap new data keys under another master key:"
+            f" restart their processes with {status.active_id} first"
+        )
+    retired = status.retired_in_use
+    if retired:
+        in_use = ", ".join(sorted(retired))
+        typer.echo(f"data keys are still wrapped under {in_use}: run `memledger keys rotate`")
+    else:
+        typer.echo(f"every data key is under the active master key {status.active_id}")
 
 
 @keys_app.command("complete-shredding")

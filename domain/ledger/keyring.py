@@ -11,13 +11,21 @@ from dataclasses import dataclass, field
 
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-__all__ = ["KeyringError", "MasterKeyring", "generate_master_key"]
+__all__ = ["KeyringError", "MasterKeyring", "UnknownMasterKey", "generate_master_key"]
 
 _NONCE = 12
 
 
 class KeyringError(Exception):
     """The master key configuration is unusable, or a wrapped key cannot be opened."""
+
+
+class UnknownMasterKey(KeyringError):
+    """A data key is wrapped under a master key this keyring does not hold (`master_id`)."""
+
+    def __init__(self, master_id: str) -> None:
+        super().__init__(f"master key {master_id} is not configured")
+        self.master_id = master_id
 
 
 def generate_master_key() -> str:
@@ -34,8 +42,10 @@ def _key_id(key: bytes) -> str:
 class MasterKeyring:
     """The active master key (wraps new data keys) and retired ones (only unwrap).
 
-    Build it with `from_base64`: the first key is active. To rotate, put the new key first,
-    keep the old ones after it, run the rotation (which re-wraps every data key), then drop them.
+    Build it with `from_base64`: the first key is active. Rotating while processes run
+    (KeyRotation, domain/ledger/rotation.py; docs/operations.md, "Master key rotation"): add the
+    new key after the old everywhere, rotate with it first, make it first everywhere, rotate
+    again, then drop the old.
     """
 
     keys: dict[str, bytes]
@@ -59,6 +69,11 @@ class MasterKeyring:
         active_id = _key_id(base64.b64decode(encoded[0].strip()))
         return cls(keys=keys, active_id=active_id)
 
+    @property
+    def held_ids(self) -> list[str]:
+        """The ids of the master keys held: the active one first, then as configured."""
+        return [self.active_id, *(key_id for key_id in self.keys if key_id != self.active_id)]
+
     def wrap(self, key_id: bytes, data_key: bytes) -> tuple[str, bytes]:
         """Encrypt a data key under the active master key: (master key id, nonce + ciphertext)."""
         nonce = os.urandom(_NONCE)
@@ -68,7 +83,7 @@ class MasterKeyring:
     def unwrap(self, master_id: str, key_id: bytes, wrapped: bytes) -> bytes:
         """Decrypt a data key wrapped by `wrap` under the master key `master_id`."""
         if master_id not in self.keys:
-            raise KeyringError(f"master key {master_id} is not configured")
+            raise UnknownMasterKey(master_id)
         try:
             return self._cipher(master_id).decrypt(wrapped[:_NONCE], wrapped[_NONCE:], key_id)
         except Exception as error:

@@ -12,7 +12,8 @@ from collections.abc import Callable, Iterable
 from typing import Final
 from uuid import NAMESPACE_URL, UUID, uuid5
 
-from domain.ledger.keyring import MasterKeyring
+from domain.errors import MasterKeyMissing
+from domain.ledger.keyring import MasterKeyring, UnknownMasterKey
 from domain.ledger.persistence.key_table import KeyTable
 from domain.ledger.persistence.reads import Connections
 from domain.ledger.persistence.tables import NewDataKey
@@ -128,9 +129,9 @@ class DataKeyStore:
         if cached is not None:
             return cached or None
         self.prefetch([key_id])
-        with self._lock:
-            cached = self._cached(key_id)
-        return cached or None
+        with self._lock:  # just loaded: used even when the ttl (0) has already expired it
+            entry = self._cache.get(key_id)
+        return entry[1] or None if entry is not None else None
 
     def prefetch(self, key_ids: Iterable[UUID]) -> None:
         """Load many keys in one query (replays and rebuilds call this per batch).
@@ -150,7 +151,7 @@ class DataKeyStore:
         if not wanted:
             return
         found = {
-            key_id: self._keyring.unwrap(master_id, key_id.bytes, wrapped)
+            key_id: self._unwrap(master_id, key_id, wrapped)
             for key_id, master_id, wrapped in self._table.wrapped(wanted)
         }
         with self._lock:
@@ -190,22 +191,41 @@ class DataKeyStore:
         with self._lock:
             self._cache.clear()
 
-    def rotate(self, batch_size: int = 1000, progress: Callable[[int], None] | None = None) -> int:
+    def rotate(
+        self,
+        batch_size: int = 1000,
+        progress: Callable[[int], None] | None = None,
+        before_batch: Callable[[], None] | None = None,
+    ) -> int:
         """Re-wrap every data key not yet under the active master key; returns how many.
 
-        Events are never touched: only the wrapped copies in the key table change.
+        Events are never touched: only the wrapped copies in the key table change. Use
+        KeyRotation (domain/ledger/rotation.py), which first checks that running processes can
+        follow, and passes that check as `before_batch` (raise there to stop).
         """
         keyring = self._keyring
 
         def rewrap(master_id: str, key_id: UUID, wrapped: bytes) -> tuple[str, bytes]:
-            return keyring.wrap(key_id.bytes, keyring.unwrap(master_id, key_id.bytes, wrapped))
+            return keyring.wrap(key_id.bytes, self._unwrap(master_id, key_id, wrapped))
 
         done = 0
-        while rows := self._table.rewrap(keyring.active_id, batch_size, rewrap):
+        while True:
+            if before_batch is not None:
+                before_batch()
+            rows = self._table.rewrap(keyring.active_id, batch_size, rewrap)
+            if not rows:
+                break
             done += rows
             if progress is not None:
                 progress(rows)
         return done
+
+    def _unwrap(self, master_id: str, key_id: UUID, wrapped: bytes) -> bytes:
+        """The raw key; MasterKeyMissing (a domain error: 503) when its master key is not held."""
+        try:
+            return self._keyring.unwrap(master_id, key_id.bytes, wrapped)
+        except UnknownMasterKey as error:
+            raise MasterKeyMissing(error.master_id) from error
 
     # -- cache internals (call with the lock held) -------------------------------------------
 
@@ -225,6 +245,7 @@ class DataKeyStore:
         self._cache.move_to_end(key_id)
         while len(self._cache) > self._size:
             self._cache.popitem(last=False)
+
 
 _LOCK_IDS_CACHED = 100_000
 

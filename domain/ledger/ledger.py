@@ -31,6 +31,8 @@ from domain.ledger.persistence.factory import LedgerFactory
 from domain.ledger.persistence.lookups import Lookups
 from domain.ledger.persistence.reads import Connections
 from domain.ledger.persistence.recorder import LedgerRecorder
+from domain.ledger.persistence.sessions import SESSION_NAME_ENV, session_name
+from domain.ledger.rotation import KeyRotation
 from domain.ledger.sealing import SealingMapper
 from domain.ledger.settings import SettingsCommands
 from domain.ledger.store import AggregateStore
@@ -71,6 +73,7 @@ class MemoryLedger(Application[UUID]):
         self.forgetting = Forgetting(self.store, self.recorder, self.clock)
         self.user_settings = SettingsCommands(self.store)
         self.access_log = AccessLog(self.store)
+        self.rotation = KeyRotation(self._datastore, self.keys, self.keyring)
 
         # The commands, under the names every entry point calls.
         self.get_memory = self.memories.get
@@ -103,7 +106,11 @@ class MemoryLedger(Application[UUID]):
 
     def construct_env(self, name: str, env: Mapping[str, str] | None = None) -> Environment:
         # Configuration comes only from the settings object, never from os.environ here.
-        return Environment(name, {**type(self).env, **(env or {})})
+        # The pool's sessions are named after the master keys held (persistence/sessions.py).
+        given = {**type(self).env, **(env or {})}
+        schema = given.get("POSTGRES_SCHEMA", "")
+        named = {SESSION_NAME_ENV: session_name(schema, self.keyring.held_ids)}
+        return Environment(name, {**given, **named})
 
     def construct_mapper(self) -> SealingMapper:
         self.keys = DataKeyStore(self._datastore, self.keyring, cache_ttl=self._key_cache_ttl)

@@ -34,6 +34,7 @@ COMMANDS = [
     ["projections", "rebuild", "candidates"],
     ["replay", "--user", "alice"],
     ["keys", "rotate"],
+    ["keys", "status"],
     ["keys", "complete-shredding"],
     ["export", "--user", "alice"],
 ]

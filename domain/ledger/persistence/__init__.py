@@ -1,8 +1,10 @@
 """The ledger's PostgreSQL persistence: the only code in domain/ that touches psycopg, psycopg_pool,
 eventsourcing.postgres or any library's internals (import-linter enforces the imports).
 
-    factory     LedgerFactory: eventsourcing's PostgresFactory with a LIFO pool and a session lock
-                timeout (MemoryLedger names it in its env: PERSISTENCE_MODULE)
+    factory     LedgerFactory: eventsourcing's PostgresFactory with a LIFO pool, a session lock
+                timeout and sessions named after the master keys held (MemoryLedger names it
+                in its env: PERSISTENCE_MODULE)
+    sessions    the session names, and the ledger sessions connected to a schema (pg_stat_activity)
     recorder    LedgerRecorder: writes events and side-table rows in one transaction;
                 `record`: a save past Application.save; `lost_claim`: which constraint failed
     pipeline    one write as one libpq pipeline of prepared statements
@@ -39,8 +41,9 @@ Library internals relied on, each with the test that pins it (tests/domain/ledge
   test_outage_pools.py::test_a_pool_waits_no_longer_than_the_deadline_and_not_at_all_past_it,
   test_outage_pools.py::test_past_the_deadline_the_librarys_own_retries_stop_at_once.
 - psycopg_pool's private `ConnectionPool._configure`, replaced before the pool opens, chaining
-  PostgresDatastore.after_connect_func() (factory):
+  PostgresDatastore.after_connect_func() and naming the session (factory, sessions):
   test_ledger_pool.py::test_every_ledger_connection_has_the_lock_timeout_for_its_session,
+  test_ledger_pool.py::test_every_ledger_connection_is_named_after_its_master_keys,
   test_ledger_faults.py::test_a_save_blocked_on_the_events_lock_gives_up_and_its_retry_writes_once.
 - PostgresApplicationRecorder.create_table skipped (only `datastore.register_type_adapters`
   runs) when the schema holds the last object of the ledger's DDL, because the library runs all

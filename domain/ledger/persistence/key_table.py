@@ -53,6 +53,12 @@ class KeyTable:
             ).format(self._table)
         )
 
+        self._sql_count_by_master = reads.render(
+            SQL("SELECT master_key_id, count(*) AS n FROM {} GROUP BY master_key_id").format(
+                self._table
+            )
+        )
+
     def insert_user_key(self, key_id: UUID, user_id: str, master_id: str, wrapped: bytes) -> None:
         """Insert a user's key unless one is there already (the first insert wins)."""
         reads.execute(
@@ -80,6 +86,11 @@ class KeyTable:
             self.connections, self._sql_count_held, (aggregate_ids, aggregate_ids)
         )
         return int(row["n"]) if row else 0
+
+    def count_by_master_key(self) -> dict[str, int]:
+        """How many data keys are wrapped under each master key id (ids with none left out)."""
+        rows = reads.fetch_all(self.connections, self._sql_count_by_master)
+        return {row["master_key_id"]: int(row["n"]) for row in rows}
 
     def rewrap(self, active_id: str, batch_size: int, rewrap: Rewrap) -> int:
         """Re-wrap up to `batch_size` keys not under `active_id`, in one transaction; how many.

@@ -8,6 +8,7 @@ from uuid import UUID, uuid4
 
 import pytest
 
+from domain.ledger.keystore import user_key_id
 from domain.ledger.ledger import MemoryLedger
 from domain.ledger.persistence import reads
 from domain.model.values import Scope
@@ -73,3 +74,7 @@ def test_expired_keys_are_fetched_again(
     reader.keys.prefetch(ids)
     reader.keys.prefetch(ids)
     assert asked == [set(ids), set(ids)]
+    asked.clear()
+    assert reader.keys.get(ids[0]) is not None  # the key just loaded, though expired at once
+    assert reader.keys.user_key("alice") == ledger.keys.user_key("alice")
+    assert asked == [{ids[0]}, {user_key_id("alice")}]

@@ -10,7 +10,8 @@ import pytest
 from eventsourcing.persistence import MapperDeserialisationError
 from psycopg import sql
 
-from domain.ledger.keyring import KeyringError, generate_master_key
+from domain.errors import MasterKeyMissing
+from domain.ledger.keyring import generate_master_key
 from domain.ledger.ledger import MemoryLedger
 from domain.model.events import REDACTED
 from domain.model.values import Scope
@@ -65,7 +66,7 @@ def test_the_database_without_the_master_key_cannot_be_decrypted(
 ) -> None:
     memory = remember(ledger, "my favourite colour is teal")
     intruder = make_ledger(keys=[generate_master_key()])
-    with pytest.raises(KeyringError):
+    with pytest.raises(MasterKeyMissing):
         list(intruder.events.get(memory.memory_id))  # type: ignore[attr-defined]
 
 
@@ -98,7 +99,7 @@ def test_rotation_rewraps_every_data_key_and_leaves_events_untouched(
     assert [only_new.get_memory("alice", m.memory_id).content for m in memories] == [  # type: ignore[attr-defined]
         f"fact number {i}" for i in range(5)
     ]
-    with pytest.raises(KeyringError):
+    with pytest.raises(MasterKeyMissing):
         make_ledger(keys=[master_key]).get_memory("alice", memories[0].memory_id)  # type: ignore[attr-defined]
 
 

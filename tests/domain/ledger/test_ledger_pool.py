@@ -7,9 +7,10 @@ from typing import Any
 
 from api.bootstrap import build_pool, postgres_env
 from api.settings import Settings
-from domain.ledger.keyring import MasterKeyring
+from domain.ledger.keyring import MasterKeyring, generate_master_key
 from domain.ledger.ledger import MemoryLedger
 from domain.ledger.persistence.pool import LifoConnectionPool, LifoReadPool
+from domain.ledger.persistence.sessions import connected_sessions, schema_tag
 from domain.model.values import Scope
 
 
@@ -80,6 +81,29 @@ def test_every_ledger_connection_has_the_lock_timeout_for_its_session(
     finally:
         ledger.close()
     assert rows == [{"lock": "7s", "idle": "9s"}] * 3
+
+
+def test_every_ledger_connection_is_named_after_its_master_keys(
+    make_ledger: Callable[..., MemoryLedger], pg_schema: str
+) -> None:
+    # `keys rotate` reads these names from pg_stat_activity (persistence/sessions.py).
+    keys = [generate_master_key() for _ in range(5)]
+    ledger = make_ledger(keys=keys)
+    ids = [key_id[:8] for key_id in ledger.keyring.held_ids]
+    pool = _pool(ledger)
+    with pool.connection() as a, pool.connection() as b, pool.connection() as c:
+        names = [
+            conn.execute("SELECT current_setting('application_name') AS n").fetchone()["n"]
+            for conn in (a, b, c)
+        ]
+    expected = f"memledger s={schema_tag(pg_schema)} k={','.join(ids[:4])}+"
+    assert names == [expected] * 3 and len(expected.encode()) <= 63
+    sessions = connected_sessions(ledger.factory.datastore, pg_schema)  # type: ignore[attr-defined]
+    assert len({s.pid for s in sessions}) >= 3 and all(
+        s.key_ids == tuple(ids[:4]) for s in sessions
+    )
+    assert all(not s.names_all and s.holds(ledger.keyring.active_id) for s in sessions)
+    assert connected_sessions(ledger.factory.datastore, pg_schema + "x") == []  # type: ignore[attr-defined]
 
 
 def test_the_read_pool_reuses_the_connection_returned_last(
