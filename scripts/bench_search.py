@@ -74,8 +74,8 @@ from projections.views.search_terms import COLUMNS as TERM_COLUMNS
 from projections.views.search_terms import SearchTerms, stored_key_terms, stored_terms
 from projections.views.terms import document_terms, query_terms
 from projections.worker import ensure_tables
-from retrieval import query as lexical_module
 from retrieval import fetch as rows_module
+from retrieval import query as lexical_module
 from retrieval.cache import QueryCache
 from retrieval.fetch import fetch_rows
 from retrieval.query import CATEGORY_WORDS, LexicalRanker, Query, SearchRow
