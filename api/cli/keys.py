@@ -20,12 +20,20 @@ keys_app = typer.Typer(no_args_is_help=True, help="Master and data key operation
 @keys_app.command("rotate")
 def rotate_keys(
     batch: Annotated[int, typer.Option(min=1, help="keys re-wrapped per transaction")] = 1000,
+    retire: Annotated[
+        bool,
+        typer.Option(
+            "--retire",
+            help="then say which older master keys may be destroyed (exit 5 while one may not)",
+        ),
+    ] = False,
 ) -> None:
     """Re-wrap every data key under the first master key (events are never touched).
 
     Refused (exit status 5, nothing re-wrapped) while a connected memledger process does not
     hold the first key: add the new key after the current one in every process and restart
-    them, then run this with the new key first (README, "rotate the master key").
+    them, then run this with the new key first (README, "rotate the master key"). With
+    --retire, then checks that the older keys may be destroyed and names them.
     """
     from rich.progress import Progress
 
@@ -37,11 +45,21 @@ def rotate_keys(
         with Progress(transient=not sys.stderr.isatty()) as progress:
             task = progress.add_task("re-wrapping data keys", total=None)
             done = ledger.rotation.rotate(batch, progress=lambda n: progress.advance(task, n))
+        typer.echo(f"re-wrapped {done} data keys under master key {ledger.keyring.active_id}")
+        retired = ledger.rotation.retire() if retire else None
     except RotationRefused as error:
         fail(f"memledger: {error}", EXIT_REFUSED)
     finally:
         ledger.close()
-    typer.echo(f"re-wrapped {done} data keys under master key {ledger.keyring.active_id}")
+    if retired is not None:
+        if retired:
+            typer.echo(
+                f"no data key is wrapped under {', '.join(retired)} any more: remove it from every"
+                " process's MEMLEDGER_MASTER_KEY, then destroy it; every copy it wrapped (dead"
+                " tuples, WAL, backups) is unreadable from then on"
+            )
+        else:
+            typer.echo("no older master key is held here: nothing to retire")
 
 
 @keys_app.command("status")

@@ -3,6 +3,7 @@
     rotation = ledger.rotation                # KeyRotation(connections, ledger.keys, keyring)
     status = rotation.status()                # data keys per master key, connected sessions
     done = rotation.rotate(batch_size=1000)   # RotationRefused: a process could not follow
+    retired = rotation.retire()               # older master keys that may now be destroyed
 
 Every ledger process names its database sessions after the master keys it holds
 (persistence/sessions.py). Re-wrapping a data key under the new master key makes it unreadable
@@ -118,6 +119,31 @@ class KeyRotation:
                 raise RotationRefused(self._refusal(lacking, done), lacking, done)
 
         return self._keys.rotate(batch_size, counted, before_batch=check)
+
+    def retire(self) -> list[str]:
+        """The master keys this process holds besides the active one, once they may be destroyed:
+        no data key is wrapped under them and every connected process wraps new ones under the
+        active key. RotationRefused (saying what is left) otherwise.
+
+        Destroying them then makes every wrapped copy they made unreadable: in dead tuples of
+        the key table, in WAL and in backups (the bound of a forget at rest: docs/ledger.md).
+        """
+        status = self.status()
+        left = []
+        if status.retired_in_use:
+            listed = ", ".join(f"{n} under {key_id}" for key_id, n in status.retired_in_use.items())
+            left.append(f"data keys are still wrapped under older master keys ({listed})")
+        if status.wrapping_elsewhere:
+            sessions = "; ".join(s.describe() for s in status.wrapping_elsewhere)
+            left.append(
+                f"connected processes still wrap new data keys under another master key"
+                f" ({sessions}): restart them with {status.active_id} first, then rotate again"
+            )
+        if left:
+            raise RotationRefused(
+                "keys rotate --retire refused: " + "; ".join(left), status.wrapping_elsewhere
+            )
+        return [key_id for key_id in status.held_ids if key_id != status.active_id]
 
     def _refusal(self, lacking: list[Session], done: int) -> str:
         active = self._keyring.active_id
