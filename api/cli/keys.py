@@ -92,8 +92,13 @@ def key_status() -> None:
         )
     retired = status.retired_in_use
     if retired:
-        in_use = ", ".join(sorted(retired))
-        typer.echo(f"data keys are still wrapped under {in_use}: run `memledger keys rotate`")
+        # Held keys are listed newest first; one this process does not hold is older still.
+        order = {key_id: i for i, key_id in enumerate(status.held_ids)}
+        oldest = max(retired, key=lambda key_id: order.get(key_id, len(order)))
+        typer.echo(
+            f"oldest master key still in use: {oldest} ({retired[oldest]} data keys);"
+            " run `memledger keys rotate --retire`"
+        )
     else:
         typer.echo(f"every data key is under the active master key {status.active_id}")
 

@@ -175,7 +175,9 @@ def test_status_counts_data_keys_per_master_key_and_lists_the_sessions(
     assert any(line.endswith(f"holding {old[:8]}") for line in sessions)
     assert any(line.endswith(f"holding {key_id(new)[:8]},{old[:8]}") for line in sessions)
     assert "restart their processes with" in result.stdout
-    assert lines[-1] == f"data keys are still wrapped under {old}: run `memledger keys rotate`"
+    assert lines[-1] == (
+        f"oldest master key still in use: {old} (4 data keys); run `memledger keys rotate --retire`"
+    )
 
 
 def test_a_data_key_under_a_master_key_the_server_lacks_is_503(
