@@ -29,15 +29,31 @@ def ensure_tables(
     pool: ConnectionPool[Any], schema: str, projections: Sequence[Projection]
 ) -> None:
     """Create the live tables of every projection, the tracking and quarantine tables, if
-    missing."""
+    missing.
+
+    Each statement commits on its own: CREATE INDEX IF NOT EXISTS takes a SHARE lock on its
+    table even when the index exists, and one transaction over all of them would hold one
+    table's lock while waiting for another's, which a running worker's batch (a rolling
+    restart) could hold the other way round. The statements are idempotent; a session-level
+    advisory lock keeps two starting processes from interleaving them.
+    """
     t = Tables(schema)
-    with pool.connection() as conn, conn.transaction():
-        conn.execute(SQL("SELECT pg_advisory_xact_lock(%s)"), (lock_key(schema, "ddl"),))
-        for statement in [*create_tracking(t), *create_quarantine(t)]:
-            conn.execute(statement)
-        for projection in projections:
-            for statement in projection.create(t):
-                conn.execute(statement)
+    statements = [*create_tracking(t), *create_quarantine(t)]
+    statements += [statement for projection in projections for statement in projection.create(t)]
+    key = lock_key(schema, "ddl")
+    with pool.connection() as conn:
+        with conn.transaction():
+            conn.execute(SQL("SELECT pg_advisory_lock(%s)"), (key,))
+        try:
+            for statement in statements:
+                with conn.transaction():
+                    conn.execute(statement)
+        finally:
+            try:
+                with conn.transaction():
+                    conn.execute(SQL("SELECT pg_advisory_unlock(%s)"), (key,))
+            except psycopg.Error:
+                conn.close()  # the lock goes with the session; the pool drops the connection
 
 
 @dataclass(frozen=True, slots=True)

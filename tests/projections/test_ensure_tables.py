@@ -1,0 +1,63 @@
+"""A process starting beside a running worker (a rolling restart) creates the projection tables
+without deadlocking with the worker's batch: each DDL statement commits on its own, so the
+start never holds one table's lock while it waits for another's."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import psycopg
+from psycopg import sql
+from psycopg_pool import ConnectionPool
+
+from projections.registry import all_projections
+from projections.tracking import Tables
+from projections.worker import ensure_tables
+
+
+def waiting_on(conn: psycopg.Connection[Any], table: str, schema: str) -> bool:
+    """Whether some session waits for a lock on this table."""
+    row = conn.execute(
+        "SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation"
+        " JOIN pg_namespace n ON n.oid = c.relnamespace"
+        " WHERE NOT l.granted AND n.nspname = %s AND c.relname = %s",
+        (schema, table),
+    ).fetchone()
+    return bool(row and row[0])
+
+
+def test_starting_beside_a_batch_in_flight_neither_deadlocks_nor_fails(
+    database_url: str, pg_schema: str
+) -> None:
+    first, later = "active_memories", "search_terms"  # created in this order, both indexed
+    t = Tables(pg_schema)
+    table = {name: t[name] for name in (first, later)}
+    errors: list[BaseException] = []
+    with (
+        ConnectionPool(database_url, min_size=1, max_size=2, open=True) as pool,
+        psycopg.connect(database_url) as batch,  # a worker's batch: `later` written first
+        psycopg.connect(database_url, autocommit=True) as watch,
+    ):
+        ensure_tables(pool, pg_schema, all_projections())  # the running system's tables
+        batch.execute("SET lock_timeout = '5s'")
+        batch.execute(sql.SQL("LOCK TABLE {} IN ROW EXCLUSIVE MODE").format(table[later]))
+
+        def start() -> None:
+            try:
+                ensure_tables(pool, pg_schema, all_projections())
+            except BaseException as error:  # reported below
+                errors.append(error)
+
+        starting = threading.Thread(target=start)
+        starting.start()
+        deadline = time.monotonic() + 30
+        while not waiting_on(watch, t.name(later), pg_schema):  # the start has passed `first`
+            assert time.monotonic() < deadline and starting.is_alive(), errors
+            time.sleep(0.02)
+        # The batch goes on to `first`: the start must not be holding it.
+        batch.execute(sql.SQL("LOCK TABLE {} IN ROW EXCLUSIVE MODE").format(table[first]))
+        batch.commit()
+        starting.join(timeout=30)
+    assert not starting.is_alive() and errors == []
