@@ -3,13 +3,16 @@ those about a memory keyed with that memory's key, so forgetting it makes them u
 
 from __future__ import annotations
 
+import json
 from typing import Any
 from uuid import UUID
 
 import psycopg
+from eventsourcing.persistence import StoredEvent
 from psycopg import sql
 
 from domain.ledger.ledger import MemoryLedger
+from domain.model.candidate import MemoryCandidate
 from domain.model.values import Scope
 from tests.conftest import Clock
 
@@ -88,3 +91,23 @@ def test_a_proposal_about_a_memory_is_keyed_with_that_memory_s_key(
     ledger.forget_memory("alice", memory.memory_id)
     assert about.candidate_id not in prints(database_url, pg_schema)  # its row went too
     assert ledger.keys.get(memory.memory_id) is None  # and the key it was keyed with
+
+
+def test_a_version_1_rejection_in_the_log_reads_without_its_fingerprint(
+    ledger: MemoryLedger,
+) -> None:
+    candidate = propose(ledger, "likes long proofs").candidate
+    ledger.reject_candidate("alice", candidate.candidate_id)
+    mapper = ledger.mapper
+    stored = mapper.to_stored_event(list(ledger.events.get(candidate.candidate_id))[-1])
+    state = json.loads(stored.state)
+    assert state.pop("class_version") == 2 and "fingerprint" not in state
+    # What version 1 wrote: the fingerprint in clear, no class_version.
+    v1 = StoredEvent(
+        stored.originator_id,
+        stored.originator_version,
+        stored.topic,
+        json.dumps({**state, "fingerprint": "f" * 64}).encode(),
+    )
+    event = mapper.to_domain_event(v1)
+    assert isinstance(event, MemoryCandidate.Rejected) and not hasattr(event, "fingerprint")
