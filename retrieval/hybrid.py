@@ -9,22 +9,24 @@ the lexical rows, with every visible memory's similarity (`HybridFound.all`). Th
 status, shadowing, category and budget rules stay in `search()`, which sees only visible,
 retrievable rows either way.
 
-The fusion is deterministic and ordered in tiers:
+The ranker first decides whether the query is *answered* at all, then orders every candidate:
 
-1. an exact `memory_key` match, then memories containing the query as a phrase, in the lexical
-   ranker's own order (what lexical search is sure of stays first);
-2. every other row, lexical match or not, by `relevance + LEXICAL_WEIGHT * coverage`:
-   the relevance plus the share of the query's term weight the memory holds (the lexical
-   ranker's coverage, 0..1). A lexical match without a usable vector counts as at the
-   threshold. Ties: not due for review first (section 9.4 demotion), newer, then id.
-
-A memory's relevance is its calibrated vector relevance plus `TRANSLATED_WEIGHT` times its
-bilingual coverage (retrieval/glossary.py: how much of the query the memory holds through a
-Chinese-English dictionary, 0..1). Only a memory with a vector gets it: the dictionary adds to
-vector evidence, it never admits a memory by itself. A memory that no query term matches must
-reach `MIN_RELEVANCE` to be returned at all: that keeps "no match returns nothing" true for
-unrelated queries. Lexical matches are never dropped, so the hybrid returns at least what
-lexical search returns.
+- answered: some row is an exact `memory_key` match or holds the query as a phrase, or the
+  query only names categories ("my goals") and a row is of one of them, or some row is a
+  lexical match holding a *specific* query term (one no generic statement of the
+  calibration background uses: retrieval/calibration.py `GENERIC_TERMS`), or some row's
+  *evidence* reaches `MIN_RELEVANCE`. Evidence is the calibrated vector relevance plus
+  `TRANSLATED_WEIGHT` times the bilingual coverage (retrieval/glossary.py) plus
+  `LEXICAL_WEIGHT` times the lexical coverage (the share of the query's term weight the row
+  holds). A lexical match without a vector counts as at the threshold (its vector may not be
+  computed yet). Shared generic words on their own ("like", 喜欢) never answer a query: they
+  only add their coverage to a row's vector evidence.
+- not answered: nothing is returned (an unrelated query gets an empty result).
+- order, in tiers: the key match, then phrase matches, in the lexical ranker's order; then
+  the rows of a named category (listing queries only); then every other candidate, lexical
+  match or vector-only, by evidence (ties: not due for review first, newer, then id). Vector
+  candidates are never dropped by a lexical rule: once the query is answered, they rank
+  freely with the lexical matches (the caller cuts to its limit).
 
 How the thresholds and weights were chosen: docs/retrieval.md.
 """
@@ -41,9 +43,18 @@ import numpy as np
 
 from domain.model.values import Scope
 from projections.reads import Reads
-from retrieval.calibration import Background, is_cjk
+from projections.views.terms import query_terms
+from retrieval.calibration import GENERIC_TERMS, Background, is_cjk
 from retrieval.glossary import Evidence, Glossary, shared_glossary
-from retrieval.query import LexicalRanker, Query, Ranker, Scored, SearchRow, terms_of
+from retrieval.query import (
+    CATEGORY_WORDS,
+    LexicalRanker,
+    Query,
+    Ranker,
+    Scored,
+    SearchRow,
+    terms_of,
+)
 from retrieval.vectors.service import EmbeddingService, Vectors
 from retrieval.vectors.store import Similarities, VectorReads
 
@@ -59,7 +70,7 @@ __all__ = [
 ]
 
 MIN_RELEVANCE: Final = 0.03
-"""Relevance (cosine minus hubness) a memory no query term matches must reach (see above)."""
+"""Evidence some row must reach for a query to be answered (see above)."""
 LEXICAL_WEIGHT: Final = 0.05
 """What full lexical coverage adds to the relevance (the spread of relevant ones, rounded)."""
 TRANSLATED_WEIGHT: Final = 0.09
@@ -105,50 +116,79 @@ class HybridRanker:
         return f"cc-cedict-specific:{self.translated_weight:g}"
 
     def rank(self, query: Query, rows: Sequence[SearchRow], *, now: datetime) -> list[Scored]:
-        """Matches only (lexical ones, and others at or above the threshold), best first."""
+        """Every candidate, best first, when the query is answered (see above); else nothing."""
         judged = {
             j.row.memory_id: (p, j) for p, j in enumerate(self.lexical.judged(query, rows, now=now))
         }
         bilingual = Evidence(self.glossary, query.normal, self.translated_weight)
+        listing = names_only_categories(query)
+        specific = frozenset(query.terms) - GENERIC_TERMS
+        answered = False
         ranked: list[tuple[tuple[Any, ...], Scored]] = []
         for row in rows:
             lexical = judged.get(row.memory_id)
             relevance = self.relevance.get(row.memory_id)
-            if relevance is not None and (
-                lexical is not None or relevance + bilingual.weight >= self.min_relevance
-            ):
-                relevance += bilingual.credit(row.memory_key, row.content)
-            if lexical is None and (relevance is None or relevance < self.min_relevance):
-                continue
-            tier = 2
+            if relevance is None and lexical is None:
+                continue  # neither a vector nor a lexical match: no evidence at all
+            tier = 3
             if lexical is not None:
                 if lexical[1].key_match:
                     tier = 0
                 elif lexical[1].phrased:
                     tier = 1
-            fused = (relevance if relevance is not None else self.min_relevance) + (
+                elif listing and lexical[1].category:
+                    tier = 2
+            if relevance is not None:
+                relevance += bilingual.credit(row.memory_key, row.content)
+            evidence = (relevance if relevance is not None else self.min_relevance) + (
                 self.lexical_weight * query.coverage(terms_of(row))
+            )
+            answered = (
+                answered
+                or tier < 3
+                or evidence >= self.min_relevance
+                or (lexical is not None and not specific.isdisjoint(terms_of(row)))
             )
             if lexical is not None and tier < 2:
                 order: tuple[Any, ...] = (tier, lexical[0])
             else:
                 order = (
                     tier,
-                    -round(fused, 6),  # deterministic across platforms' float noise
+                    -round(evidence, 6),  # deterministic across platforms' float noise
                     row.is_due_for_review(now),
                     -row.updated_at.timestamp(),
                     str(row.memory_id),
                 )
-            ranked.append((order, Scored(row, fused + 2 - tier)))
+            ranked.append((order, Scored(row, evidence + 3 - tier)))
+        if not answered:
+            return []
         ranked.sort(key=lambda pair: pair[0])
         return [scored for _, scored in ranked]
+
+
+def names_only_categories(query: Query) -> bool:
+    """The query names a category and nothing else ("my goals", "我的偏好"): a listing."""
+    if not query.named:
+        return False
+    rest = query.normal
+    for word in _CATEGORY_CJK:
+        rest = rest.replace(word, " ")
+    return all(term in _CATEGORY_TERMS for term in query_terms(rest, normal=True))
+
+
+_CATEGORY_TERMS: Final = frozenset(
+    term for words in CATEGORY_WORDS.values() for word in words for term in query_terms(word)
+)
+_CATEGORY_CJK: Final = tuple(
+    sorted((w for ws in CATEGORY_WORDS.values() for w in ws if not w.isascii()), key=len)[::-1]
+)
 
 
 def hybrid_version(
     lexical: Ranker, model: str, min_relevance: float, lexical_weight: float, dictionary: str
 ) -> str:
     """The retrieval version of a hybrid search (the search cache keys on it)."""
-    return f"hybrid-3/{lexical.version}/{model}/{min_relevance:g}/{lexical_weight:g}/{dictionary}"
+    return f"hybrid-4/{lexical.version}/{model}/{min_relevance:g}/{lexical_weight:g}/{dictionary}"
 
 
 def relevance(

@@ -74,8 +74,7 @@ from projections.views.search_terms import COLUMNS as TERM_COLUMNS
 from projections.views.search_terms import SearchTerms, stored_key_terms, stored_terms
 from projections.views.terms import document_terms, query_terms
 from projections.worker import ensure_tables
-from retrieval import fetch as rows_module
-from retrieval import query as lexical_module
+from retrieval import query as query_module
 from retrieval.cache import QueryCache
 from retrieval.fetch import fetch_rows
 from retrieval.query import CATEGORY_WORDS, LexicalRanker, Query, SearchRow
@@ -625,22 +624,13 @@ class Prototype:
 @contextmanager
 def memoised() -> Iterator[None]:
     """Memoise the ranker's text functions: what storing terms in the projection would save."""
-    saved = (
-        rows_module.document_terms,
-        lexical_module.document_terms,
-        lexical_module.normalise_content,
-    )
-    terms = functools.lru_cache(maxsize=None)(saved[0])
-    rows_module.document_terms = lexical_module.document_terms = terms  # type: ignore[assignment]
-    lexical_module.normalise_content = functools.lru_cache(maxsize=None)(saved[2])  # type: ignore[assignment]
+    saved = (query_module.document_terms, query_module.normalise_content)
+    query_module.document_terms = functools.lru_cache(maxsize=None)(saved[0])  # type: ignore[assignment]
+    query_module.normalise_content = functools.lru_cache(maxsize=None)(saved[1])  # type: ignore[assignment]
     try:
         yield
     finally:
-        (
-            rows_module.document_terms,
-            lexical_module.document_terms,
-            lexical_module.normalise_content,
-        ) = saved
+        query_module.document_terms, query_module.normalise_content = saved
 
 
 def profile(run: Callable[[], object]) -> None:

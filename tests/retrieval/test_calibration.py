@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from domain.model.values import normalise_content
-from retrieval.calibration import CHINESE, ENGLISH, TOP_K, Background, is_cjk
+from retrieval.calibration import CHINESE, ENGLISH, GENERIC_TERMS, TOP_K, Background, is_cjk
 from retrieval.hybrid import MIN_RELEVANCE, HybridRanker, relevance
 from retrieval.query import LexicalRanker, Query, SearchRow
 from retrieval.vectors.service import EmbeddingService, Vectors, normalised
@@ -102,7 +102,7 @@ def _candidate(key: str, content: str, age: float = 0.0) -> SearchRow:
     return search_row(key, content, updated_at=updated_at)
 
 
-def test_a_vector_only_memory_needs_the_threshold_and_a_lexical_match_is_always_kept() -> None:
+def test_an_answered_query_ranks_every_candidate_by_evidence() -> None:
     weak = _candidate("job", "I am a nurse in Madrid.")
     strong = _candidate("study_time", "I study on weekday mornings.")
     lexical = _candidate("pets", "My cat naps on the keyboard.")
@@ -115,7 +115,53 @@ def test_a_vector_only_memory_needs_the_threshold_and_a_lexical_match_is_always_
 
     ranked = ranker.rank(Query.of("when is my cat awake"), [weak, strong, lexical], now=NOW)
 
-    assert [s.row for s in ranked] == [strong, lexical]
+    assert [s.row for s in ranked] == [strong, weak, lexical]
+
+
+def test_a_query_no_row_answers_gets_nothing_whatever_words_it_shares() -> None:
+    assert "cat" in GENERIC_TERMS  # a word of the background: shared, but no answer
+    weak = _candidate("job", "I am a nurse in Madrid.")
+    lexical = _candidate("pets", "My cat naps on the keyboard.")
+    scores: dict[UUID, float] = {
+        weak.memory_id: MIN_RELEVANCE - 0.001,
+        lexical.memory_id: -0.2,  # a shared word is no answer on its own
+    }
+    ranker = HybridRanker(LexicalRanker(), scores)
+
+    assert ranker.rank(Query.of("when is my cat awake"), [weak, lexical], now=NOW) == []
+
+
+def test_a_lexical_match_on_a_specific_word_answers_the_query() -> None:
+    job = _candidate("job", "I am a nurse in Madrid.")
+    other = _candidate("pets", "My cat naps on the keyboard.")
+    scores: dict[UUID, float] = {job.memory_id: -0.1, other.memory_id: 0.0}
+    assert "madrid" not in GENERIC_TERMS
+
+    ranked = HybridRanker(LexicalRanker(), scores).rank(
+        Query.of("Madrid evenings"), [job, other], now=NOW
+    )
+
+    assert [s.row for s in ranked] == [other, job]  # answered; then ordered by evidence
+
+
+def test_a_lexical_match_without_a_vector_yet_answers_the_query() -> None:
+    fresh = _candidate("pets", "My cat naps on the keyboard.")
+
+    ranked = HybridRanker(LexicalRanker(), {}).rank(Query.of("cat naps"), [fresh], now=NOW)
+
+    assert [s.row for s in ranked] == [fresh]
+
+
+def test_a_query_naming_only_a_category_lists_that_category() -> None:
+    goal = search_row("exam_goal", "Pass the bar exam in July.", category="goal", updated_at=NOW)
+    other = _candidate("job", "I am a nurse in Madrid.")
+    scores: dict[UUID, float] = {goal.memory_id: -0.1, other.memory_id: -0.05}
+
+    ranked = HybridRanker(LexicalRanker(), scores).rank(
+        Query.of("my goals"), [other, goal], now=NOW
+    )
+
+    assert [s.row for s in ranked] == [goal, other]
 
 
 def test_vector_only_memories_rank_by_relevance_then_newer_first() -> None:

@@ -128,14 +128,13 @@ def test_dictionary_evidence_lifts_a_memory_with_a_vector_over_the_threshold() -
     unrelated = _candidate("job", "我是后端工程师。")
     just_below = MIN_RELEVANCE - TRANSLATED_WEIGHT / 2
     scores = {translated.memory_id: just_below, unrelated.memory_id: just_below}
-    pool = [translated, unrelated]
+    pool = [unrelated, translated]
 
     with_dictionary = HybridRanker(LexicalRanker(), scores, glossary=SMALL)
     without = HybridRanker(LexicalRanker(), scores)
 
-    assert [s.row for s in with_dictionary.rank(Query.of("teaching assistant"), pool, now=NOW)] == [
-        translated
-    ]
+    ranked = with_dictionary.rank(Query.of("teaching assistant"), pool, now=NOW)
+    assert [s.row for s in ranked] == [translated, unrelated]  # answered: every candidate ranks
     assert without.rank(Query.of("teaching assistant"), pool, now=NOW) == []
 
 
