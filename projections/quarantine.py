@@ -6,8 +6,9 @@ recorded in the quarantine table instead, inside the same transaction as the row
 position. What fails is classified by `failure`:
 
 - `transient`: the database or the network is unwell (connection lost, serialization
-  failure, deadlock, lock or statement timeout, shutdown, out of resources). Raised: the
-  batch is retried whole later; nothing is quarantined.
+  failure, deadlock, lock or statement timeout, shutdown, out of resources), also when it
+  surfaces through the ledger (fetching a data key: the library's OperationalError, or
+  LedgerUnavailable). Raised: the batch is retried whole later; nothing is quarantined.
 - `event`: this event cannot be applied (a data exception or integrity violation, or any
   exception of the projection's own code). Quarantined.
 - `broken`: the projection itself cannot run (a missing table or column, an internal error).
@@ -28,10 +29,16 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 from uuid import UUID
 
 import psycopg
+from eventsourcing.persistence import DataError as LibraryDataError
+from eventsourcing.persistence import IntegrityError as LibraryIntegrityError
+from eventsourcing.persistence import InterfaceError as LibraryInterfaceError
+from eventsourcing.persistence import OperationalError as LibraryOperationalError
+from eventsourcing.persistence import PersistenceError
 from psycopg import Connection, Cursor
 from psycopg.rows import dict_row
 from psycopg.sql import SQL, Composed
 
+from domain.errors import LedgerUnavailable
 from projections.envelope import Envelope
 
 if TYPE_CHECKING:
@@ -97,6 +104,14 @@ def failure(error: BaseException, conn: Connection[Any] | None = None) -> Failur
     """What kind of failure `error` is (see the module docstring)."""
     if conn is not None and (conn.closed or conn.broken):
         return "transient"
+    if isinstance(error, LedgerUnavailable):  # e.g. a data key that could not be fetched
+        return "transient"
+    if isinstance(error, PersistenceError):  # the ledger's errors (fetching data keys)
+        if isinstance(error.__cause__, psycopg.Error):
+            return failure(error.__cause__)
+        if isinstance(error, LibraryOperationalError | LibraryInterfaceError):
+            return "transient"
+        return "event" if isinstance(error, LibraryDataError | LibraryIntegrityError) else "broken"
     if isinstance(error, psycopg.Error):
         code = error.sqlstate or ""
         if isinstance(error, psycopg.OperationalError | psycopg.InterfaceError):

@@ -14,8 +14,13 @@ from uuid import UUID
 
 import psycopg
 import pytest
+from eventsourcing.persistence import DataError as LibraryDataError
+from eventsourcing.persistence import InterfaceError as LibraryInterfaceError
+from eventsourcing.persistence import OperationalError as LibraryOperationalError
+from eventsourcing.persistence import ProgrammingError as LibraryProgrammingError
 from psycopg.sql import SQL
 
+from domain.errors import LedgerUnavailable, MasterKeyMissing
 from domain.ledger.ledger import MemoryLedger
 from domain.model.values import Scope
 from projections.base import Projection
@@ -105,8 +110,17 @@ def test_a_handler_raising_on_one_event_quarantines_that_event_alone(
     assert entry[0] == "active_memories" and entry[3:] == ("ValueError", None)
 
 
+@pytest.mark.parametrize(
+    "unwell",
+    [
+        psycopg.errors.SerializationFailure("could not serialize access"),
+        # Sealing the rows fetches data keys through the ledger, whose errors are the library's.
+        LibraryOperationalError("couldn't get a connection after 5.00 sec"),
+    ],
+    ids=["database", "key fetch"],
+)
 def test_a_transient_error_retries_the_whole_batch_and_quarantines_nothing(
-    ledger: MemoryLedger, make_worker: Callable[..., ProjectionWorker]
+    ledger: MemoryLedger, make_worker: Callable[..., ProjectionWorker], unwell: Exception
 ) -> None:
     ids = [create(ledger, "alice", f"note_{i}", f"memory {i}") for i in range(3)]
 
@@ -114,11 +128,11 @@ def test_a_transient_error_retries_the_whole_batch_and_quarantines_nothing(
         def apply(self, cur: Any, t: Tables, batch: Any) -> None:
             if self.poison:
                 self.poison.clear()
-                raise psycopg.errors.SerializationFailure("could not serialize access")
+                raise unwell
             super().apply(cur, t, batch)
 
     worker = make_worker([Unwell({ids[0]})])
-    with pytest.raises(psycopg.errors.SerializationFailure):
+    with pytest.raises(type(unwell)):
         worker.catch_up()  # the worker's supervisor backs off and retries
     assert worker.positions() == {"active_memories": 0} and entries(worker) == []
     worker.catch_up()
@@ -141,8 +155,18 @@ def test_failures_are_classified() -> None:
         psycopg.OperationalError("connection lost"),
         psycopg.InterfaceError("connection closed"),
         ConnectionResetError(),
+        # What fetching a data key through the ledger raises when the database is unwell.
+        LibraryOperationalError("the pool is closed"),
+        LibraryInterfaceError("connection closed"),
+        LedgerUnavailable("database unavailable: OperationalError"),
+        MasterKeyMissing("master key 0123456789abcdef is not configured"),
     ):
         assert failure(transient) == "transient", transient
+    wrapped = LibraryOperationalError("lost")
+    wrapped.__cause__ = errors.UniqueViolation()
+    assert failure(wrapped) == "event"  # the driver's error it wraps decides
+    assert failure(LibraryDataError("bad value")) == "event"
+    assert failure(LibraryProgrammingError("no such table")) == "broken"
     assert failure(errors.UndefinedTable()) == "broken"
     assert failure(errors.InternalError_()) == "broken"
 
