@@ -528,7 +528,7 @@ class Workload:
         if picked is None:
             return False
         candidate, print_ = picked
-        candidate.reject(print_)
+        candidate.reject()
         now = self.ledger.clock()
         tx.touch(candidate)
         tx.shred_keys.append(candidate.id)
