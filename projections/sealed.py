@@ -16,7 +16,8 @@ from __future__ import annotations
 import hashlib
 import hmac
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from typing import Final, Protocol
 from uuid import UUID
 
@@ -26,7 +27,7 @@ from psycopg.sql import SQL, Composed
 
 from domain.model.events import REDACTED
 
-__all__ = ["RowKeys", "RowSeal", "register", "seal_for", "vacuum_promptly"]
+__all__ = ["RowKeys", "RowSeal", "register", "registered", "seal_for", "vacuum_promptly"]
 
 _VERSION: Final = b"\x01"
 _NONCE: Final = 12
@@ -136,6 +137,24 @@ def register(schema: str, keys: RowKeys) -> RowSeal:
         if seal is None or seal.keys is not keys:
             seal = _SEALS[schema] = RowSeal(keys)
         return seal
+
+
+@contextmanager
+def registered(schema: str, keys: RowKeys) -> Iterator[RowSeal]:
+    """`register` for the block only: the registration it replaced comes back after it (a
+    rebuild's own key store is closed with its ledger, while this process's worker goes on)."""
+    with _LOCK:
+        previous = _SEALS.get(schema)
+    seal = register(schema, keys)
+    try:
+        yield seal
+    finally:
+        with _LOCK:
+            if _SEALS.get(schema) is seal:
+                if previous is None:
+                    del _SEALS[schema]
+                else:
+                    _SEALS[schema] = previous
 
 
 def seal_for(schema: str) -> RowSeal:

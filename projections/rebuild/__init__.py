@@ -41,7 +41,7 @@ from projections.rebuild.lanes import (
 )
 from projections.rebuild.processes import Unpartitionable, can_partition, fill_partitioned
 from projections.rebuild.reading import ReadAhead, ledger_reader
-from projections.sealed import register
+from projections.sealed import registered
 from projections.tracking import Tables, locked_position, set_position
 
 __all__ = ["PROCESSES", "RebuildReport", "rebuild"]
@@ -181,10 +181,23 @@ def rebuild(
 ) -> RebuildReport:
     """Rebuild the given projections from position 0 and swap them in atomically.
 
-    `processes` fill the fresh tables (1: this process alone); see rebuild_processes.
+    `processes` fill the fresh tables (1: this process alone); see rebuild_processes. The views
+    are sealed with `ledger`'s key store during the rebuild only.
     """
+    with registered(schema, ledger.mapper.keys):
+        return _rebuild(ledger, pool, schema, projections, batch_size, progress, processes)
+
+
+def _rebuild(
+    ledger: MemoryLedger,
+    pool: ConnectionPool[Any],
+    schema: str,
+    projections: Sequence[Projection],
+    batch_size: int,
+    progress: Callable[[int], None] | None,
+    processes: int,
+) -> RebuildReport:
     live, fresh = Tables(schema), Tables(schema, f"__r{secrets.token_hex(4)}")
-    register(schema, ledger.mapper.keys)
     report = RebuildReport()
     started = time.perf_counter()
     with pool.connection() as conn:
