@@ -81,6 +81,26 @@ def master_key() -> str:
     return generate_master_key()
 
 
+def command_env(database_url: str, schema: str, master_key: str) -> dict[str, str | None]:
+    """The environment of a `memledger` command a test runs: this test's database, schema and
+    master key, the embedder off, and none of the caller's settings that would change it."""
+    return {
+        "MEMLEDGER_DATABASE_URL": database_url,
+        "MEMLEDGER_SCHEMA": schema,
+        "MEMLEDGER_MASTER_KEY": master_key,
+        "MEMLEDGER_MASTER_KEY_FILE": None,
+        "MEMLEDGER_EMBEDDER": "off",
+        "MEMLEDGER_DEV": None,
+        "MEMLEDGER_TRACEBACK": None,
+    }
+
+
+@pytest.fixture
+def env(database_url: str, pg_schema: str, master_key: str) -> dict[str, str | None]:
+    """`command_env` of this test (CLI tests pass it to CliRunner.invoke)."""
+    return command_env(database_url, pg_schema, master_key)
+
+
 @pytest.fixture
 def clock() -> Clock:
     return Clock()

@@ -15,7 +15,8 @@ from api.access_log import AccessLog
 from api.deps import Services
 from domain.ledger.ledger import MemoryLedger
 from replay import replay_events
-from tests.replay.command import command_env, replay_cli, run_replay
+from tests.conftest import command_env
+from tests.replay.command import replay_cli, run_replay
 
 pytestmark = pytest.mark.integration
 

@@ -40,19 +40,6 @@ COMMANDS = [
 ]
 
 
-@pytest.fixture
-def env(database_url: str, pg_schema: str, master_key: str) -> dict[str, Any]:
-    return {
-        "MEMLEDGER_DATABASE_URL": database_url,
-        "MEMLEDGER_SCHEMA": pg_schema,
-        "MEMLEDGER_MASTER_KEY": master_key,
-        "MEMLEDGER_MASTER_KEY_FILE": None,
-        "MEMLEDGER_EMBEDDER": "off",
-        "MEMLEDGER_DEV": None,
-        "MEMLEDGER_TRACEBACK": None,
-    }
-
-
 def one_line_error(result: Any, status: int) -> str:
     assert result.exit_code == status, (result.output, result.exception)
     assert "Traceback" not in result.output

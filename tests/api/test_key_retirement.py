@@ -14,7 +14,7 @@ import pytest
 from domain.ledger.keyring import MasterKeyring, generate_master_key
 from domain.ledger.ledger import MemoryLedger
 from domain.model.values import Scope
-from tests.api.test_key_rotation import env, key_id, keys_cli, wait_gone  # noqa: F401
+from tests.api.test_key_rotation import key_id, keys_cli, wait_gone
 from tests.projections.test_at_rest import relations
 
 WRAPPED = 12 + 32 + 16  # nonce, AES-256 data key, GCM tag (domain/ledger/keyring.py)
@@ -65,7 +65,7 @@ def unwrappable(pages: list[bytes], keyring: MasterKeyring, ids: list[UUID]) -> 
 def test_after_retiring_the_old_master_key_no_forgotten_data_key_unwraps(
     make_ledger: Callable[..., MemoryLedger],
     master_key: str,
-    env: dict[str, Any],  # noqa: F811
+    env: dict[str, Any],
     database_url: str,
     pg_schema: str,
     pages: Callable[[str], list[bytes]],
@@ -106,7 +106,7 @@ def test_after_retiring_the_old_master_key_no_forgotten_data_key_unwraps(
 def test_retire_refuses_while_a_process_still_wraps_under_the_old_key(
     make_ledger: Callable[..., MemoryLedger],
     master_key: str,
-    env: dict[str, Any],  # noqa: F811
+    env: dict[str, Any],
 ) -> None:
     new = generate_master_key()
     server = make_ledger(keys=[master_key, new])  # holds the new key, wraps under the old

@@ -37,18 +37,6 @@ BASE = "/me/core-memories"
 JWT_SECRET = "test-secret-of-at-least-32-bytes-long!"  # as in tests/conftest.py
 
 
-@pytest.fixture
-def env(database_url: str, pg_schema: str) -> dict[str, Any]:
-    return {
-        "MEMLEDGER_DATABASE_URL": database_url,
-        "MEMLEDGER_SCHEMA": pg_schema,
-        "MEMLEDGER_MASTER_KEY_FILE": None,
-        "MEMLEDGER_EMBEDDER": "off",
-        "MEMLEDGER_DEV": None,
-        "MEMLEDGER_TRACEBACK": None,
-    }
-
-
 def key_id(key: str) -> str:
     return MasterKeyring.from_base64([key]).active_id
 

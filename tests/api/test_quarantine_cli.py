@@ -18,17 +18,6 @@ from projections.worker import ProjectionWorker
 from tests.poison import propose_with_nul
 
 
-@pytest.fixture
-def env(database_url: str, pg_schema: str, master_key: str) -> dict[str, Any]:
-    return {
-        "MEMLEDGER_DATABASE_URL": database_url,
-        "MEMLEDGER_SCHEMA": pg_schema,
-        "MEMLEDGER_MASTER_KEY": master_key,
-        "MEMLEDGER_MASTER_KEY_FILE": None,
-        "MEMLEDGER_EMBEDDER": "off",
-    }
-
-
 def quarantine(env: dict[str, Any], *args: str) -> Any:
     return CliRunner().invoke(cli, ["projections", "quarantine", *args], env=env)
 

@@ -51,16 +51,6 @@ def users_file(folder: Path, mapping: dict[str, str], kind: str = "json") -> Pat
     return path
 
 
-@pytest.fixture
-def env(database_url: str, pg_schema: str, master_key: str) -> dict[str, str | None]:
-    return {
-        "MEMLEDGER_DATABASE_URL": database_url,
-        "MEMLEDGER_SCHEMA": pg_schema,
-        "MEMLEDGER_MASTER_KEY": master_key,
-        "MEMLEDGER_MASTER_KEY_FILE": None,
-    }
-
-
 def migrate(env: dict[str, str | None], sqlite: Path, users: Path, *args: str) -> Any:
     argv = ["migrate", "legacy", "--sqlite", str(sqlite), "--users", str(users), *args]
     return CliRunner().invoke(app, argv, env=env)

@@ -12,7 +12,7 @@ import typer
 from domain.ledger.ledger import MemoryLedger
 from domain.model.values import Scope
 from replay import as_of, replay_events
-from tests.replay.command import command_env, replay_cli, run_replay
+from tests.replay.command import replay_cli, run_replay
 
 pytestmark = pytest.mark.integration
 
@@ -20,11 +20,6 @@ pytestmark = pytest.mark.integration
 @pytest.fixture
 def cli() -> typer.Typer:
     return replay_cli()
-
-
-@pytest.fixture
-def env(database_url: str, pg_schema: str, master_key: str) -> dict[str, str | None]:
-    return command_env(database_url, pg_schema, master_key)
 
 
 run = run_replay
