@@ -276,10 +276,7 @@ class KeyedHashes:
         Raises Retry when the key is gone (forgotten since the memory was loaded): the command
         reloads the memory and sees it forgotten.
         """
-        key = self.keys.get(key_id)
-        if key is None:
-            raise Retry(f"the data key of {key_id} is gone")
-        return self.keys.keyed_hash(key, "content", normalise_content(content))
+        return self.keys.keyed_hash(self._live(key_id), "content", normalise_content(content))
 
     def claim(self, user_id: str, scope: Scope, memory_key: str) -> str:
         """Keyed hash of (scope, key) under the user's key: reveals no key in clear."""
@@ -300,9 +297,14 @@ class KeyedHashes:
         the memory makes every copy of it uncheckable; others with the user's key. Raises Retry
         when the memory's key is gone (as `content`).
         """
-        key = self.keys.user_key(user_id) if about is None else self.keys.get(about)
-        if key is None:
-            raise Retry(f"the data key of {about} is gone")
+        key = self.keys.user_key(user_id) if about is None else self._live(about)
         return self.keys.keyed_hash(
             key, "proposal", scope.label(), memory_key, normalise_content(content), category
         )
+
+    def _live(self, key_id: UUID) -> bytes:
+        """A memory's data key; Retry when it is gone (forgotten since the command loaded it)."""
+        key = self.keys.get(key_id)
+        if key is None:
+            raise Retry(f"the data key of {key_id} is gone")
+        return key
