@@ -1,4 +1,4 @@
-"""The time left to the caller waiting for this work (a request's deadline), if any.
+"""How long the caller may wait for this work, and how work is retried within that time.
 
     with within(8.0):          # the API, around each request
         ...                    # pools wait at most `remaining()` for a connection,
@@ -7,16 +7,42 @@
 Outside any `within` block (workers, CLI commands) there is no deadline: `remaining()` is None
 and nothing is cut short. The deadline follows the context into worker threads
 (`asyncio.to_thread` and the request thread pool copy it).
+
+Two retries respect it, one per level:
+
+- `on_outage` (persistence): a database call tried again while the database is briefly
+  unreachable, as eventsourcing's `retry((InterfaceError, OperationalError), max_attempts=10,
+  wait=0.2)`, except that no attempt starts when the deadline would pass during the wait;
+- `retrying` (commands): a command body that raised `Retry` (it lost a race) runs again on
+  fresh state; a database outage that persists becomes LedgerUnavailable.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
+from functools import wraps
+from typing import Any, Final, TypeVar, cast
 
-__all__ = ["expired", "remaining", "within"]
+from eventsourcing.persistence import InterfaceError, OperationalError
+
+from domain.errors import LedgerUnavailable
+
+__all__ = [
+    "OUTAGE_ATTEMPTS",
+    "OUTAGE_WAIT",
+    "RACE_ATTEMPTS",
+    "ClaimTaken",
+    "Retry",
+    "expired",
+    "on_outage",
+    "outage_unavailable",
+    "remaining",
+    "retrying",
+    "within",
+]
 
 _DEADLINE: ContextVar[float | None] = ContextVar("memledger_deadline", default=None)
 
@@ -43,3 +69,73 @@ def expired() -> bool:
     """True once the deadline has passed (never without one)."""
     left = remaining()
     return left is not None and left <= 0.0
+
+
+# -- persistence: through a brief outage ---------------------------------------------------------
+
+OUTAGE_ATTEMPTS: Final = 10
+OUTAGE_WAIT: Final = 0.2
+"""Seconds between attempts: a dropped connection is discarded by the pool meanwhile."""
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def on_outage(func: F) -> F:
+    """`func` tried up to OUTAGE_ATTEMPTS times on InterfaceError and OperationalError."""
+
+    @wraps(func)
+    def retried(*args: Any, **kwargs: Any) -> Any:
+        attempt = 1
+        while True:
+            try:
+                return func(*args, **kwargs)
+            except (InterfaceError, OperationalError):
+                left = remaining()
+                if attempt >= OUTAGE_ATTEMPTS or (left is not None and left <= OUTAGE_WAIT):
+                    raise
+            attempt += 1
+            time.sleep(OUTAGE_WAIT)
+
+    return cast(F, retried)
+
+
+# -- commands: lost races ------------------------------------------------------------------------
+
+T = TypeVar("T")
+
+RACE_ATTEMPTS: Final = 8
+
+
+class Retry(Exception):
+    """A concurrent writer won a race; run the command body again on fresh state."""
+
+
+class ClaimTaken(Retry):
+    """The save lost on a key claim: another live memory holds the (user, scope, key)."""
+
+
+@contextmanager
+def outage_unavailable() -> Iterator[None]:
+    """Raise the persistence errors of an unreachable database as LedgerUnavailable.
+
+    Only OperationalError and InterfaceError (connection lost, server shutting down, pool
+    timeout, lock or statement timeout): other persistence errors are bugs and pass unchanged.
+    """
+    try:
+        yield
+    except (OperationalError, InterfaceError) as error:
+        raise LedgerUnavailable(f"database unavailable: {type(error).__name__}") from error
+
+
+def retrying(body: Callable[[], T]) -> T:
+    """Run a command body until it saves without losing a race (bounded: LedgerUnavailable,
+    after RACE_ATTEMPTS or once the caller's deadline has passed)."""
+    attempt = 1
+    with outage_unavailable():
+        while True:
+            try:
+                return body()
+            except Retry as error:
+                if attempt >= RACE_ATTEMPTS or expired():
+                    raise LedgerUnavailable("too much contention on this memory; retry") from error
+            attempt += 1

@@ -14,8 +14,8 @@ from datetime import datetime
 from typing import Any, Final, NamedTuple
 from uuid import UUID, uuid4
 
+from domain.deadline import retrying
 from domain.errors import InvalidInput
-from domain.ledger.retries import retrying
 from domain.ledger.store import AggregateStore
 from domain.model.access import ACCESS_KINDS, AccessRecord
 

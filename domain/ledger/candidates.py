@@ -7,11 +7,11 @@ from datetime import datetime
 from typing import Any, Final
 from uuid import UUID, uuid4
 
+from domain.deadline import retrying
 from domain.errors import CandidateNotPending, InvalidInput, RevisionConflict
 from domain.ledger.memories import MemoryCommands
 from domain.ledger.persistence.tables import Fingerprint
 from domain.ledger.results import CandidateState, MemoryState, Outcome
-from domain.ledger.retries import retrying
 from domain.model.candidate import CANDIDATE_TTL, MemoryCandidate
 from domain.model.memory import Memory
 from domain.model.values import UNSET, Scope, check_category, check_content, check_key

@@ -14,10 +14,10 @@ from uuid import UUID
 from eventsourcing.persistence import ApplicationRecorder
 from eventsourcing.utils import get_topic
 
+from domain.deadline import retrying
 from domain.errors import InvalidInput, NotFound
 from domain.ledger.candidates import REJECTION_MEMORY
 from domain.ledger.results import Outcome
-from domain.ledger.retries import retrying
 from domain.ledger.store import AggregateStore
 from domain.model.candidate import MemoryCandidate
 from domain.model.memory import Memory

@@ -12,12 +12,12 @@ from collections.abc import Callable, Iterable
 from typing import Final
 from uuid import NAMESPACE_URL, UUID, uuid5
 
+from domain.deadline import Retry
 from domain.errors import MasterKeyMissing
 from domain.ledger.keyring import MasterKeyring, UnknownMasterKey
 from domain.ledger.persistence.key_table import KeyTable
 from domain.ledger.persistence.reads import Connections
 from domain.ledger.persistence.tables import NewDataKey
-from domain.ledger.retries import Retry
 from domain.model.values import Scope, normalise_content
 
 __all__ = ["DataKeyStore", "KeyedHashes", "user_key_id"]

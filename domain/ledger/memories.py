@@ -7,10 +7,10 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID, uuid4
 
+from domain.deadline import ClaimTaken, retrying
 from domain.errors import InvalidInput, KeyExists
 from domain.ledger.persistence.tables import Claim, NewDataKey
 from domain.ledger.results import MemoryState, Outcome
-from domain.ledger.retries import ClaimTaken, retrying
 from domain.ledger.store import AggregateStore
 from domain.model.memory import Memory
 from domain.model.values import (

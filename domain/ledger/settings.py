@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from domain.deadline import retrying
 from domain.ledger.results import SettingsState
-from domain.ledger.retries import retrying
 from domain.ledger.store import AggregateStore
 from domain.model.memory_settings import MemorySettings
 

@@ -11,13 +11,13 @@ from eventsourcing.application import AggregateNotFoundError, Application
 from eventsourcing.persistence import IntegrityError, PersistenceError
 from eventsourcing.utils import get_topic
 
+from domain.deadline import ClaimTaken, Retry, outage_unavailable
 from domain.errors import LedgerUnavailable, MemoryForgotten, NotFound
 from domain.ledger.keystore import DataKeyStore, KeyedHashes
 from domain.ledger.persistence import recorder
 from domain.ledger.persistence.lookups import Lookups
 from domain.ledger.persistence.recorder import LedgerRecorder
 from domain.ledger.persistence.tables import NewDataKey
-from domain.ledger.retries import ClaimTaken, Retry, outage_unavailable
 from domain.ledger.sealing import MissingDataKey
 from domain.model.candidate import MemoryCandidate
 from domain.model.memory import Memory

@@ -12,7 +12,6 @@ eventsourcing.postgres or any library's internals (import-linter enforces the im
                 replace dropped connections and wait no longer than the caller's deadline, and
                 a save's connection taken straight from the pool (`with_connection`), or the
                 one pinned to its thread (`pinned`)
-    retry       `on_outage`: retries on a dropped connection, within the caller's deadline
     tables      the side tables' DDL and the rows a save writes (NewDataKey, Claim, Fingerprint)
     key_table   the data-key table's SQL (DataKeyStore, in domain/ledger/keystore.py, caches)
     lookups     claim and fingerprint look-ups made before a write

@@ -28,11 +28,11 @@ from eventsourcing.persistence import (
 from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
 from psycopg.sql import SQL, Composable, Identifier, Literal
 
+from domain.deadline import on_outage
 from domain.ledger.persistence import pipeline, reads
 from domain.ledger.persistence.pipeline import Statement, oid
 from domain.ledger.persistence.pool import persistence_error, pinned, with_connection
 from domain.ledger.persistence.reads import render
-from domain.ledger.persistence.retry import on_outage
 from domain.ledger.persistence.sealed_state import clear_json
 from domain.ledger.persistence.tables import (
     DATA_KEYS,

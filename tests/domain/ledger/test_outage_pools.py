@@ -15,11 +15,10 @@ from psycopg_pool import PoolTimeout
 from api.bootstrap import build_read_pool
 from api.settings import Settings
 from domain import deadline
+from domain.deadline import on_outage, retrying
 from domain.errors import LedgerUnavailable
 from domain.ledger.ledger import MemoryLedger
 from domain.ledger.persistence.pool import RECONNECT_TIMEOUT, LifoReadPool
-from domain.ledger.persistence.retry import on_outage
-from domain.ledger.retries import retrying
 
 
 def _terminate(database_url: str, pids: list[int]) -> None:
