@@ -6,7 +6,8 @@ from fastapi import APIRouter
 
 from api.deps import CurrentIdentity, ServicesDep, UserRoute
 from api.schemas.settings import SettingsOut, SettingsPatch
-from domain.ledger.results import Outcome, SettingsState
+from domain.ledger.results import Outcome
+from domain.model.memory_settings import SettingsState
 
 __all__ = ["router"]
 

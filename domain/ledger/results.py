@@ -1,4 +1,8 @@
-"""What commands return: an `Outcome`, with the state of the aggregates it changed, detached."""
+"""What commands return: an `Outcome`, with the state of the aggregates it changed, detached.
+
+(A user's settings hold no personal field and no history: their detached state,
+`SettingsState`, is defined beside the aggregate in domain/model/memory_settings.py.)
+"""
 
 from __future__ import annotations
 
@@ -9,9 +13,8 @@ from uuid import UUID
 
 from domain.model.candidate import MemoryCandidate
 from domain.model.memory import Memory, Version
-from domain.model.memory_settings import MemorySettings
 
-__all__ = ["CandidateState", "MemoryState", "Outcome", "SettingsState"]
+__all__ = ["CandidateState", "MemoryState", "Outcome"]
 
 
 if TYPE_CHECKING:
@@ -92,21 +95,6 @@ class CandidateState:
     def of(cls, candidate: MemoryCandidate) -> CandidateState:
         """Snapshot an aggregate."""
         return _snapshot(cls, candidate, candidate_id=candidate.id, created_at=candidate.created_on)
-
-
-@dataclass(frozen=True, slots=True)
-class SettingsState:
-    """A user's memory settings."""
-
-    saved_memory_enabled: bool = True
-    auto_extract_enabled: bool = True
-
-    @classmethod
-    def of(cls, settings: MemorySettings | None) -> SettingsState:
-        """Snapshot an aggregate (defaults when the user never changed anything)."""
-        if settings is None:
-            return cls()
-        return cls(settings.saved_memory_enabled, settings.auto_extract_enabled)
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from domain.deadline import retrying
-from domain.ledger.results import SettingsState
 from domain.ledger.store import AggregateStore
-from domain.model.memory_settings import MemorySettings
+from domain.model.memory_settings import MemorySettings, SettingsState
 
 __all__ = ["SettingsCommands"]
 

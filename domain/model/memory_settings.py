@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Final
 from uuid import NAMESPACE_URL, UUID, uuid5
 
@@ -9,7 +10,7 @@ from eventsourcing.domain import Aggregate
 
 from domain.model.values import check_id
 
-__all__ = ["MemorySettings", "settings_id"]
+__all__ = ["MemorySettings", "SettingsState", "settings_id"]
 
 _NAMESPACE: Final = uuid5(NAMESPACE_URL, "memledger:settings")
 
@@ -83,3 +84,18 @@ class MemorySettings(Aggregate):
     def erase(self) -> None:
         """Reset to defaults as part of erasing the user."""
         self.trigger_event(self.Erased)
+
+
+@dataclass(frozen=True, slots=True)
+class SettingsState:
+    """A user's memory settings."""
+
+    saved_memory_enabled: bool = True
+    auto_extract_enabled: bool = True
+
+    @classmethod
+    def of(cls, settings: MemorySettings | None) -> SettingsState:
+        """Snapshot an aggregate (defaults when the user never changed anything)."""
+        if settings is None:
+            return cls()
+        return cls(settings.saved_memory_enabled, settings.auto_extract_enabled)
