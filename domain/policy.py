@@ -15,13 +15,31 @@ every rule permits its tool. When several rules deny a call, the reason of the f
 The first three come from the turn's token alone; `memory_disabled` outranks `no_write_mode`
 because it says more (reads are denied too), and a mode denial outranks the narrower
 `auto_extract_disabled`. An unknown mode fails closed, like `isolated`.
+
+What an allowed search may return is the visibility and shadowing rule (section 10), stated once
+at the end of this module: a memory takes part in a search for an agent in workspace W when it
+is
+
+1. retrievable: `status = 'active'` and not expired (`expires_at` unset or after now);
+2. visible: global, or in W itself (`is_visible`, `visible_scopes(W)`);
+3. not shadowed: a global memory is hidden when a memory of W that is itself retrievable holds
+   the same `memory_key` (the workspace value overrides the global one).
+
+`visible_rows` applies the rule to rows in Python. The same rule has two faster forms, which
+must stay equal to this one (tests/retrieval/test_search_fetch.py and test_vector_matrix.py
+compare them with it): SQL, for the narrow lexical fetch, in retrieval/fetch_sql.py
+(`Statements` filters scope, status and expiry and computes `hidden` per row from live
+workspace rows with the same key; `projections.views.search_terms.next_shadow_expiry` says
+when a hiding row expires); numpy, for vector search,
+`retrieval.vectors.matrix.UserVectors.visible`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Final, Protocol
+from datetime import datetime
+from typing import Final, Protocol, TypeVar
 
 from domain.errors import PolicyDenied
 from domain.model.values import WORKSPACES, Scope
@@ -34,11 +52,15 @@ __all__ = [
     "WRITE_TOOLS",
     "MemorySwitches",
     "TurnContext",
+    "VisibleRow",
     "decide",
     "denial",
     "effective_tools",
     "is_visible",
+    "retrievable",
+    "shadow_global",
     "tool_scope",
+    "visible_rows",
     "visible_scopes",
 ]
 
@@ -159,3 +181,45 @@ def is_visible(scope_type: str, workspace_type: str | None, workspace: str) -> b
 def tool_scope(scope_type: str, workspace: str) -> Scope:
     """The scope a tool body names: `workspace` always means the token's workspace."""
     return Scope(scope_type, None if scope_type == "global" else workspace)
+
+
+# -- what a search may return ------------------------------------------------------------------
+
+
+class VisibleRow(Protocol):
+    """What the visibility rule reads of a memory (a search row)."""
+
+    @property
+    def scope_type(self) -> str: ...
+
+    @property
+    def workspace_type(self) -> str | None: ...
+
+    @property
+    def memory_key(self) -> str: ...
+
+    def is_retrievable(self, now: datetime) -> bool: ...
+
+
+R = TypeVar("R", bound=VisibleRow)
+
+
+def retrievable(status: str, expires_at: datetime | None, now: datetime) -> bool:
+    """True for an active memory that has not expired: only those take part in retrieval."""
+    return status == "active" and (expires_at is None or expires_at > now)
+
+
+def shadow_global(rows: Iterable[R]) -> list[R]:
+    """Drop each global memory whose key a workspace memory among `rows` also holds."""
+    pool = list(rows)
+    overridden = {r.memory_key for r in pool if r.scope_type == "workspace"}
+    return [r for r in pool if r.scope_type == "workspace" or r.memory_key not in overridden]
+
+
+def visible_rows(rows: Iterable[R], workspace: str, now: datetime) -> list[R]:
+    """The rows an agent in `workspace` may be given now: retrievable, visible, not shadowed."""
+    return shadow_global(
+        r
+        for r in rows
+        if r.is_retrievable(now) and is_visible(r.scope_type, r.workspace_type, workspace)
+    )

@@ -17,8 +17,8 @@ from typing import Any, Final, Protocol
 from uuid import UUID
 
 from domain.model.values import normalise_content, normalise_key
+from domain.policy import retrievable
 from projections.views.terms import STRONG, document_terms, query_terms, word_char
-from retrieval.visibility import retrievable
 
 __all__ = [
     "CATEGORY_WORDS",

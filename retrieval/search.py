@@ -31,9 +31,9 @@ import unicodedata
 from collections.abc import Iterable
 from typing import Final
 
+from domain.policy import visible_rows
 from projections.views.terms import word_char
 from retrieval.query import Scored
-from retrieval.visibility import visible_rows
 
 __all__ = [
     "DEFAULT_LIMIT",

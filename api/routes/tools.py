@@ -72,11 +72,11 @@ from domain.ledger.results import MemoryState, Outcome
 from domain.ledger.sealing import current_request_id
 from domain.model.values import Scope, check_category, check_content, check_key, normalise_content
 from domain.model.workspace_rules import check_workspace_content
+from domain.policy import retrievable
 from projections.reads import Reads
 from retrieval.hybrid import HybridSource
 from retrieval.query import due_for_review
 from retrieval.search import MemorySearch
-from retrieval.visibility import retrievable
 
 __all__ = ["router"]
 

@@ -10,7 +10,7 @@ import pytest
 
 from domain.ledger.ledger import MemoryLedger
 from domain.model.values import Scope
-from domain.policy import visible_scopes
+from domain.policy import shadow_global, visible_scopes
 from projections.reads import Reads
 from projections.views.terms import query_terms
 from projections.worker import ProjectionWorker
@@ -23,7 +23,6 @@ from retrieval.search import (
     search,
     truncate,
 )
-from retrieval.visibility import shadow_global
 from tests.search_rows import search_row
 
 NOW = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)
