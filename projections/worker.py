@@ -117,6 +117,9 @@ class ProjectionWorker:
         self._thread: threading.Thread | None = None
         self._progress = threading.Condition()
         self._retry_at: dict[str, float] = {}
+        # The position up to which this worker committed each projection: what the tracking
+        # table holds at least (only a later batch, or another process, moves it further).
+        self._committed: dict[str, int] = {}
 
     # -- catching up -------------------------------------------------------------------------
 
@@ -169,8 +172,10 @@ class ProjectionWorker:
         """
         with self.pool.connection() as conn:
             done = apply_batch(conn, projections, self.tables, batch, self._failed)
+        last = batch[-1].position
         for projection in done:
             self._retry_at.pop(projection.name + "#", None)
+            self._committed[projection.name] = max(self._committed.get(projection.name, 0), last)
         return done
 
     def backfill(
@@ -307,6 +312,9 @@ class ProjectionWorker:
         `position` (a command's); False on timeout. Names it does not run are ignored."""
         if not position:
             return True
+        wanted = [p.name for p in self.projections if names is None or p.name in names]
+        if all(self._committed.get(name, 0) >= position for name in wanted):
+            return True  # this process committed them that far: no query needed
         deadline = time.monotonic() + timeout
         poll = 0.05  # this process's batches wake it at once; other processes' are polled
         while True:

@@ -244,6 +244,39 @@ def test_read_your_writes_with_the_live_worker(
     assert snapshot(database_url, pg_schema)["active_memories"] == []
 
 
+def test_a_wait_for_what_this_worker_committed_reads_no_position(
+    ledger: MemoryLedger, worker: ProjectionWorker
+) -> None:
+    outcome = ledger.create_memory(
+        "alice", scope=Scope.global_(), memory_key="k", content="x", category="fact"
+    )
+    worker.catch_up()
+
+    class NoQueries:
+        def connection(self) -> Any:
+            raise AssertionError("the positions were queried")
+
+    worker.status_pool = worker.pool = NoQueries()  # type: ignore[assignment]
+    assert worker.wait(outcome.position, timeout=0.1)
+    assert worker.wait(outcome.position, timeout=0.1, names=["active_memories"])
+
+
+def test_a_standby_worker_waits_for_what_another_worker_committed(
+    ledger: MemoryLedger, make_worker: Callable[..., ProjectionWorker]
+) -> None:
+    applying, standby = make_worker(), make_worker()
+    outcome = ledger.create_memory(
+        "alice", scope=Scope.global_(), memory_key="k", content="x", category="fact"
+    )
+    assert not standby.wait(outcome.position, timeout=0.1)
+    applying.catch_up()
+    assert standby.wait(outcome.position, timeout=1)  # read from the tracking table
+    later = ledger.create_memory(
+        "alice", scope=Scope.global_(), memory_key="k2", content="y", category="fact"
+    )
+    assert not applying.wait(later.position, timeout=0.1)  # its own record is not enough
+
+
 def test_only_one_worker_runs_a_projection_at_a_time(
     ledger: MemoryLedger, make_worker: Callable[..., ProjectionWorker]
 ) -> None:
