@@ -29,9 +29,9 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Final
 
+from domain.context import current_request_id
 from domain.ledger.access import AccessEntry, AccessHit, denial_entry, result_entries
 from domain.ledger.ledger import MemoryLedger
-from domain.ledger.sealing import current_request_id
 
 __all__ = ["AccessLog"]
 

@@ -1,6 +1,6 @@
 """ASGI middleware: every HTTP request is answered within its deadline, 503 past it.
 
-The request runs with a deadline (domain/deadline.py) slightly shorter than the bound, so
+The request runs with a deadline (domain/context.py) slightly shorter than the bound, so
 pools, retries and read-your-writes waits give up in time and the domain answers
 LedgerUnavailable itself. Whatever still runs at the bound (a statement stuck in the
 database, a request queued behind a full thread pool) is answered 503 with Retry-After here;
@@ -18,7 +18,7 @@ from typing import Final
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from domain import deadline
+from domain import context
 
 __all__ = ["Deadline"]
 
@@ -49,7 +49,7 @@ class Deadline:
                 state["started"] = True
             await send(message)
 
-        with deadline.within(self.seconds * INNER):  # the task's context copies it
+        with context.within(self.seconds * INNER):  # the task's context copies it
             task = asyncio.ensure_future(self.app(scope, receive, send_unless_answered))
         done, _ = await asyncio.wait({task}, timeout=self.seconds)
         if done or state["started"]:

@@ -19,7 +19,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from api.access_log import AccessLog
 from api.metrics import Metrics
-from domain import deadline
+from domain import context
 from domain.errors import InvalidInput, LedgerUnavailable, PolicyDenied
 from domain.ledger.access import AccessHit
 from domain.ledger.ledger import MemoryLedger
@@ -231,7 +231,7 @@ class Services:
             position = max(self._written.get(user_id, 0), at_least)
         if not position or self.worker is None:
             return
-        left = deadline.remaining()
+        left = context.remaining()
         timeout = self.read_timeout if left is None else min(self.read_timeout, left)
         if not self.worker.wait(position, timeout=timeout, names=projections):
             _log.warning(

@@ -13,6 +13,7 @@ from starlette.exceptions import HTTPException
 from starlette.routing import compile_path
 
 from api.deps import InvalidToken
+from domain.context import current_request_id
 from domain.errors import (
     CandidateNotPending,
     InvalidInput,
@@ -25,7 +26,6 @@ from domain.errors import (
     RevisionConflict,
     SensitiveContent,
 )
-from domain.ledger.sealing import current_request_id
 from projections.reads import InvalidCursor
 
 __all__ = ["install_error_handlers", "unavailable"]

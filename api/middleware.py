@@ -16,7 +16,7 @@ from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api.metrics import Metrics
-from domain.ledger.sealing import correlated
+from domain.context import correlated
 
 __all__ = ["BodyLimit", "BodyTooLarge", "JsonFormatter", "RequestContext", "configure_logging"]
 

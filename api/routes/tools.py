@@ -66,10 +66,10 @@ from api.schemas.tools import (
     tool_specs,
 )
 from domain import policy
+from domain.context import current_request_id
 from domain.errors import KeyExists, MemoryForgotten, NotFound, PolicyDenied
 from domain.ledger.access import AccessHit
 from domain.ledger.results import MemoryState, Outcome
-from domain.ledger.sealing import current_request_id
 from domain.model.values import Scope, check_category, check_content, check_key, normalise_content
 from domain.model.workspace_rules import check_workspace_content
 from domain.policy import retrievable

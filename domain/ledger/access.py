@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any, Final, NamedTuple
 from uuid import UUID, uuid4
 
-from domain.deadline import retrying
+from domain.context import retrying
 from domain.errors import InvalidInput
 from domain.ledger.store import AggregateStore
 from domain.model.access import ACCESS_KINDS, AccessRecord

@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import Any, Final
 from uuid import UUID, uuid4
 
-from domain.deadline import retrying
+from domain.context import retrying
 from domain.errors import CandidateNotPending, InvalidInput, RevisionConflict
 from domain.ledger.memories import MemoryCommands
 from domain.ledger.persistence.tables import Fingerprint

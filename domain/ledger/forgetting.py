@@ -14,7 +14,7 @@ from uuid import UUID
 from eventsourcing.persistence import ApplicationRecorder
 from eventsourcing.utils import get_topic
 
-from domain.deadline import retrying
+from domain.context import retrying
 from domain.errors import InvalidInput, NotFound
 from domain.ledger.candidates import REJECTION_MEMORY
 from domain.ledger.results import Outcome

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable
 from typing import Final
 from uuid import NAMESPACE_URL, UUID, uuid5
 
-from domain.deadline import Retry
+from domain.context import Retry
 from domain.errors import MasterKeyMissing
 from domain.ledger.keyring import MasterKeyring, UnknownMasterKey
 from domain.ledger.persistence.key_table import KeyTable

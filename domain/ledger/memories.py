@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID, uuid4
 
-from domain.deadline import ClaimTaken, retrying
+from domain.context import ClaimTaken, retrying
 from domain.errors import InvalidInput, KeyExists
 from domain.ledger.persistence.tables import Claim, NewDataKey
 from domain.ledger.results import MemoryState, Outcome

@@ -4,17 +4,15 @@ Stored state of an event with personal fields:
     b"MLS1" | len(clear) as 4 bytes | clear JSON | 12-byte nonce | AES-256-GCM ciphertext
 The associated data binds the ciphertext to the aggregate id, the event version, the topic and
 the clear part, so no sealed payload can be moved to another event or have its clear fields
-altered unnoticed. The clear part also carries the request id of the command (see
-correlation). Events without personal fields are stored as plain JSON. When the data key is
-gone, every personal field reads as REDACTED instead of raising.
+altered unnoticed. The clear part also carries the request id of the command
+(`domain.context.correlated`). Events without personal fields are stored as plain JSON. When
+the data key is gone, every personal field reads as REDACTED instead of raising.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import Iterable
 from typing import Any, Final, Protocol, cast
 from uuid import UUID
 
@@ -28,28 +26,11 @@ from eventsourcing.persistence import (
 )
 from eventsourcing.utils import get_topic, resolve_topic
 
+from domain.context import current_request_id
 from domain.ledger.persistence import codec
 from domain.model.events import REDACTED, personal_fields
 
-__all__ = ["DataKeys", "MissingDataKey", "SealingMapper", "correlated", "current_request_id"]
-
-_REQUEST_ID: ContextVar[str | None] = ContextVar("memledger_request_id", default=None)
-
-
-def current_request_id() -> str | None:
-    """The request id set by the innermost `correlated` block, if any."""
-    return _REQUEST_ID.get()
-
-
-@contextmanager
-def correlated(request_id: str | None) -> Iterator[None]:
-    """Tag every event saved inside this block with `request_id` (stored in clear)."""
-    token = _REQUEST_ID.set(request_id)
-    try:
-        yield
-    finally:
-        _REQUEST_ID.reset(token)
-
+__all__ = ["DataKeys", "MissingDataKey", "SealingMapper"]
 
 _MAGIC: Final = b"MLS1"
 _NONCE: Final = 12

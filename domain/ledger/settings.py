@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from domain.deadline import retrying
+from domain.context import retrying
 from domain.ledger.store import AggregateStore
 from domain.model.memory_settings import MemorySettings, SettingsState
 

@@ -11,7 +11,7 @@ from eventsourcing.application import AggregateNotFoundError, Application
 from eventsourcing.persistence import IntegrityError, PersistenceError
 from eventsourcing.utils import get_topic
 
-from domain.deadline import ClaimTaken, Retry, outage_unavailable
+from domain.context import ClaimTaken, Retry, outage_unavailable
 from domain.errors import LedgerUnavailable, MemoryForgotten, NotFound
 from domain.ledger.keystore import DataKeyStore, KeyedHashes
 from domain.ledger.persistence import recorder

@@ -12,7 +12,7 @@ from fastapi.testclient import TestClient
 
 from api.app import create_app
 from api.deps import Services
-from domain import deadline
+from domain import context
 from domain.errors import LedgerUnavailable
 
 
@@ -23,7 +23,7 @@ def test_a_request_still_running_at_the_deadline_is_answered_503_with_retry_afte
     seen: list[float | None] = []
 
     def stuck(*_: object, **__: object) -> object:
-        seen.append(deadline.remaining())  # the route runs with the request's deadline
+        seen.append(context.remaining())  # the route runs with the request's deadline
         released.wait(10)  # as a statement stuck in the database
         raise AssertionError("never answered")
 

@@ -16,10 +16,10 @@ from eventsourcing.utils import get_topic, resolve_topic
 from psycopg import sql
 
 from api.access_log import AccessLog
+from domain.context import correlated
 from domain.errors import InvalidInput, LedgerUnavailable
 from domain.ledger.access import AccessEntry, AccessHit, denial_entry, result_entries
 from domain.ledger.ledger import MemoryLedger
-from domain.ledger.sealing import correlated
 from domain.model.access import AccessRecord
 from domain.model.values import Scope
 from projections.tracking import Tables

@@ -1,12 +1,12 @@
 """Connection pools that hand out the connection returned last (LIFO), not the oldest, and
-never one the server has closed; within a caller's deadline (domain/deadline.py).
+never one the server has closed; within a caller's deadline (domain/context.py).
 
 `use_lifo(pool)` switches the pool eventsourcing's datastore built (LedgerFactory calls it);
 `LifoReadPool` is psycopg_pool's ConnectionPool, LIFO, for projections and their workers;
 `RequestReadPool` is the API's read pool, on which an outage raises LedgerUnavailable. Why
 LIFO, and what it measured: docs/ledger.md. Outage behaviour: docs/operations.md.
 
-While a deadline is set (`domain.deadline.within`), a pool waits for a connection no longer
+While a deadline is set (`domain.context.within`), a pool waits for a connection no longer
 than the time left, and once none is left raises LedgerUnavailable at once: it is not an
 OperationalError, so the library's retries stop instead of trying again after the deadline.
 """
@@ -26,7 +26,7 @@ from eventsourcing.postgres import ConnectionPool, PostgresDatastore
 from psycopg_pool import PoolTimeout, TooManyRequests
 from psycopg_pool.pool import AddConnection
 
-from domain import deadline
+from domain import context
 from domain.errors import LedgerUnavailable
 
 __all__ = [
@@ -93,7 +93,7 @@ def _get_ready_lifo(self: Any, timeout: float | None) -> Any:
 
 def _deadline_timeout(timeout: float | None, default: float) -> float | None:
     """The wait for a connection, cut to the deadline's time left (None: the pool's own)."""
-    left = deadline.remaining()
+    left = context.remaining()
     if left is None:
         return timeout
     if left <= 0.0:

@@ -2,7 +2,7 @@
 
 `fetch_one`, `fetch_all` and `execute` run one statement (rendered once with `render`) on a
 connection of `Connections` in autocommit, retried when the connection turns out to be broken
-(`domain.deadline.on_outage`, within the caller's deadline).
+(`domain.context.on_outage`, within the caller's deadline).
 Never run them inside a transaction that may roll back: psycopg would deallocate every prepared
 statement of the connection (docs/ledger.md).
 """
@@ -17,7 +17,7 @@ from psycopg import Connection
 from psycopg.rows import DictRow
 from psycopg.sql import Composable
 
-from domain.deadline import on_outage
+from domain.context import on_outage
 
 __all__ = ["Connections", "execute", "fetch_all", "fetch_one", "render"]
 

@@ -28,7 +28,7 @@ from eventsourcing.persistence import (
 from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
 from psycopg.sql import SQL, Composable, Identifier, Literal
 
-from domain.deadline import on_outage
+from domain.context import on_outage
 from domain.ledger.persistence import pipeline, reads
 from domain.ledger.persistence.pipeline import Statement, oid
 from domain.ledger.persistence.pool import persistence_error, pinned, with_connection

@@ -1,5 +1,5 @@
 """Pools and retries under outages: dropped connections are replaced, never handed out, and
-every wait and retry ends within the caller's deadline (domain/deadline.py)."""
+every wait and retry ends within the caller's deadline (domain/context.py)."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from psycopg_pool import PoolTimeout
 
 from api.bootstrap import build_read_pool
 from api.settings import Settings
-from domain import deadline
-from domain.deadline import on_outage, retrying
+from domain import context
+from domain.context import on_outage, retrying
 from domain.errors import LedgerUnavailable
 from domain.ledger.ledger import MemoryLedger
 from domain.ledger.persistence.pool import RECONNECT_TIMEOUT, LifoReadPool
@@ -70,10 +70,10 @@ def test_a_pool_waits_no_longer_than_the_deadline_and_not_at_all_past_it(
     try:
         with pool.connection():  # the only connection is taken
             started = time.monotonic()
-            with deadline.within(0.3), pytest.raises(PoolTimeout):
+            with context.within(0.3), pytest.raises(PoolTimeout):
                 pool.getconn()
             assert time.monotonic() - started < 1.0
-            with deadline.within(0.0), pytest.raises(LedgerUnavailable):
+            with context.within(0.0), pytest.raises(LedgerUnavailable):
                 pool.getconn()  # not an OperationalError: the library's retries stop here
     finally:
         pool.close()
@@ -88,7 +88,7 @@ def test_retries_on_a_dropped_connection_stop_before_the_deadline() -> None:
         raise OperationalError("server closed the connection unexpectedly")
 
     started = time.monotonic()
-    with deadline.within(0.5), pytest.raises(OperationalError):
+    with context.within(0.5), pytest.raises(OperationalError):
         always_down()
     assert time.monotonic() - started < 0.6
     assert 1 < len(calls) < 10
@@ -103,14 +103,14 @@ def test_an_outage_in_a_command_is_ledger_unavailable() -> None:
 
 
 def test_deadlines_nest_and_end_with_their_block() -> None:
-    assert deadline.remaining() is None and not deadline.expired()
-    with deadline.within(10):
-        with deadline.within(60):
-            left = deadline.remaining()
+    assert context.remaining() is None and not context.expired()
+    with context.within(10):
+        with context.within(60):
+            left = context.remaining()
             assert left is not None and left <= 10
-        with deadline.within(0):
-            assert deadline.expired()
-    assert deadline.remaining() is None
+        with context.within(0):
+            assert context.expired()
+    assert context.remaining() is None
 
 
 def test_past_the_deadline_the_librarys_own_retries_stop_at_once(
@@ -119,6 +119,6 @@ def test_past_the_deadline_the_librarys_own_retries_stop_at_once(
     ledger = make_ledger()
     assert ledger.position() == 0
     started = time.monotonic()
-    with deadline.within(0), pytest.raises(LedgerUnavailable):
+    with context.within(0), pytest.raises(LedgerUnavailable):
         ledger.position()  # the library's max_notification_id, retried 10 x 0.2 s on errors
     assert time.monotonic() - started < 0.5

@@ -1,12 +1,14 @@
-"""How long the caller may wait for this work, and how work is retried within that time.
+"""What the caller's context carries into the work it asks for: its request id and its
+deadline, and the retries bounded by that deadline.
 
-    with within(8.0):          # the API, around each request
-        ...                    # pools wait at most `remaining()` for a connection,
+    with correlated(request_id), within(8.0):   # the API, around each request
+        ...                    # every event saved carries `current_request_id()`;
+                               # pools wait at most `remaining()` for a connection,
                                # retries stop once `expired()`
 
 Outside any `within` block (workers, CLI commands) there is no deadline: `remaining()` is None
-and nothing is cut short. The deadline follows the context into worker threads
-(`asyncio.to_thread` and the request thread pool copy it).
+and nothing is cut short. Both follow the context into worker threads (`asyncio.to_thread` and
+the request thread pool copy it).
 
 Two retries respect it, one per level:
 
@@ -36,6 +38,8 @@ __all__ = [
     "RACE_ATTEMPTS",
     "ClaimTaken",
     "Retry",
+    "correlated",
+    "current_request_id",
     "expired",
     "on_outage",
     "outage_unavailable",
@@ -43,6 +47,24 @@ __all__ = [
     "retrying",
     "within",
 ]
+
+_REQUEST_ID: ContextVar[str | None] = ContextVar("memledger_request_id", default=None)
+
+
+def current_request_id() -> str | None:
+    """The request id set by the innermost `correlated` block, if any."""
+    return _REQUEST_ID.get()
+
+
+@contextmanager
+def correlated(request_id: str | None) -> Iterator[None]:
+    """Tag every event saved inside this block with `request_id` (stored in clear)."""
+    token = _REQUEST_ID.set(request_id)
+    try:
+        yield
+    finally:
+        _REQUEST_ID.reset(token)
+
 
 _DEADLINE: ContextVar[float | None] = ContextVar("memledger_deadline", default=None)
 
