@@ -13,42 +13,45 @@ processes that apply or read projections register their ledger's key store with 
 
 from __future__ import annotations
 
-import hashlib
-import hmac
+import functools
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from typing import Final, Protocol
+from typing import Protocol, TypeVar
 from uuid import UUID
 
-from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from psycopg.sql import SQL, Composed
 
 from domain.model.events import REDACTED
+from projections.row_keys import TERM_MEMO, VERSION, DataKey, TermMemo, UserKey
 
 __all__ = ["RowKeys", "RowSeal", "register", "registered", "seal_for", "vacuum_promptly"]
 
-_VERSION: Final = b"\x01"
-_NONCE: Final = 12
-_HASH_BYTES: Final = 10  # 80 bits: equality within one user's rows, no collision in practice
+_T = TypeVar("_T")
 
 
 class RowKeys(Protocol):
-    """The key store a seal reads (a `DataKeyStore`)."""
+    """The key store a seal reads (a `DataKeyStore`): what it makes of each key is cached with
+    the key, and dropped with it."""
 
-    def get(self, key_id: UUID) -> bytes | None: ...
+    def derived(self, key_id: UUID, make: Callable[[bytes], _T]) -> _T | None: ...
+
+    def user_derived(self, user_id: str, make: Callable[[bytes], _T]) -> _T: ...
 
     def prefetch(self, key_ids: Iterable[UUID]) -> None: ...
 
-    def user_key(self, user_id: str) -> bytes: ...
-
 
 class RowSeal:
-    """Seals and opens a row's personal fields; hashes what must be found by equality."""
+    """Seals and opens a row's personal fields; hashes what must be found by equality.
 
-    def __init__(self, keys: RowKeys) -> None:
+    What sealing needs of a data key (its AES-GCM object and nonce HMAC state) and of a user's
+    key (its keyed hashing states, and the term hashes made under it, at most `memo` of them
+    for all users together) is made once per key and cached by the key store with the key.
+    """
+
+    def __init__(self, keys: RowKeys, *, memo: int = TERM_MEMO) -> None:
         self.keys = keys
+        self._user_key = functools.partial(UserKey, TermMemo(memo))  # cached under this
 
     def seal(self, table: str, row_id: object, key_id: UUID, column: str, text: str) -> bytes:
         """`text` sealed under `key_id`'s data key, bound to table, row and column.
@@ -75,29 +78,21 @@ class RowSeal:
         data key), so sealing is deterministic: a rebuild writes the very bytes the live
         table holds, and only the same plaintext in the same place repeats a nonce.
         """
-        key = self.keys.get(key_id)
+        key = self.keys.derived(key_id, DataKey)
         if key is None:
             return b""
-        aad = f"{table}|{row_id}|{column}".encode()
-        nonce = hmac.digest(key, aad + b"\x00" + data, "sha256")[:_NONCE]
-        return _VERSION + nonce + AESGCM(key).encrypt(nonce, data, aad)
+        return key.seal(f"{table}|{row_id}|{column}".encode(), data)
 
     def open_bytes(
         self, table: str, row_id: object, key_id: UUID, column: str, sealed: bytes | None
     ) -> bytes | None:
         """What `seal_bytes` sealed, or None when its key is gone (or nothing was sealed)."""
-        if not sealed or sealed[:1] != _VERSION:
+        if not sealed or sealed[:1] != VERSION:
             return None
-        key = self.keys.get(key_id)
+        key = self.keys.derived(key_id, DataKey)
         if key is None:
             return None
-        aad = f"{table}|{row_id}|{column}".encode()
-        try:
-            return AESGCM(key).decrypt(
-                bytes(sealed[1 : 1 + _NONCE]), bytes(sealed[1 + _NONCE :]), aad
-            )
-        except InvalidTag:
-            return None  # not this row's (moved or altered): never shown
+        return key.open(f"{table}|{row_id}|{column}".encode(), sealed)
 
     def prefetch(self, key_ids: Iterable[UUID]) -> None:
         """Load the data keys of many rows at once before opening them."""
@@ -107,23 +102,12 @@ class RowSeal:
         """Keyed hash of `text` for equality lookups among one user's rows ("" if redacted)."""
         if text == REDACTED:
             return ""
-        return self.hasher(user_id, purpose)(text)
+        return self.keys.user_derived(user_id, self._user_key).digest(purpose, text)
 
     def hasher(self, user_id: str, purpose: str) -> Callable[[str], str]:
-        """Keyed hashing of many texts of one user for one purpose (e.g. "term")."""
-        key = hmac.digest(
-            self.keys.user_key(user_id), f"memledger:rows:{purpose}".encode(), "sha256"
-        )
-        # The keyed state is computed once and copied per text: a one-shot hmac.digest looks
-        # the digest up again on every call (about twice the time, measured).
-        base = hmac.new(key, digestmod=hashlib.sha256)
-
-        def digest(text: str) -> str:
-            mac = base.copy()
-            mac.update(text.encode())
-            return mac.digest()[:_HASH_BYTES].hex()
-
-        return digest
+        """Keyed hashing of many texts of one user for one purpose (e.g. "term"), remembered:
+        the same hashes as `user_hash`."""
+        return self.keys.user_derived(user_id, self._user_key).hasher(purpose)
 
 
 _SEALS: dict[str, RowSeal] = {}

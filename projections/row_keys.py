@@ -1,0 +1,144 @@
+"""What a `RowSeal` makes of a key, once per key: the key store caches it with the key.
+
+`DataKey(key)` seals and opens row fields under a memory's (or candidate's) data key: one
+AES-GCM object and one keyed HMAC state for the synthetic nonces, instead of a new AES-GCM
+object and a one-shot HMAC (which looks the digest up again) per field. `UserKey(memo, key)`
+hashes a user's texts under the keys derived from the user's key, one HMAC state per purpose,
+and remembers the term hashes it made (`hasher`), at most `memo.limit` for all the users of a
+seal together. Both are made by `DataKeyStore.derived` and live in the key's cache entry, so
+they go when the key does (shredded, evicted, expired): nothing here outlives the key.
+
+The bytes are exactly those of the one-shot calls they replace (`hmac.digest(key, message,
+"sha256")` equals `hmac.new(key, message, sha256).digest()`): rows sealed before open, and a
+rebuild writes the same bytes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import threading
+import weakref
+from collections.abc import Callable
+from typing import Final
+
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+__all__ = ["TERM_MEMO", "VERSION", "DataKey", "TermMemo", "UserKey"]
+
+VERSION: Final = b"\x01"
+_NONCE: Final = 12
+_HASH_BYTES: Final = 10  # 80 bits: equality within one user's rows, no collision in practice
+TERM_MEMO: Final = 250_000
+"""Term hashes a seal remembers at most, all users together (about 40 MB when full)."""
+
+
+class DataKey:
+    """Seals and opens row fields under one data key (see `RowSeal.seal_bytes`)."""
+
+    __slots__ = ("_aead", "_nonces")
+
+    def __init__(self, key: bytes) -> None:
+        self._aead = AESGCM(key)
+        self._nonces = hmac.new(key, digestmod=hashlib.sha256)
+
+    def seal(self, aad: bytes, data: bytes) -> bytes:
+        """VERSION | synthetic nonce (HMAC of aad, 0, data) | AES-GCM ciphertext of `data`."""
+        mac = self._nonces.copy()
+        mac.update(aad + b"\x00" + data)
+        nonce = mac.digest()[:_NONCE]
+        return VERSION + nonce + self._aead.encrypt(nonce, data, aad)
+
+    def open(self, aad: bytes, sealed: bytes) -> bytes | None:
+        """What `seal` sealed with this `aad`, or None when it is not (moved or altered)."""
+        try:
+            return self._aead.decrypt(
+                bytes(sealed[1 : 1 + _NONCE]), bytes(sealed[1 + _NONCE :]), aad
+            )
+        except InvalidTag:
+            return None  # not this row's (moved or altered): never shown
+
+
+class TermMemo:
+    """The budget of remembered hashes shared by the `UserKey`s of one seal: when it is spent,
+    every one of them forgets what it remembered (a key dropped by the store takes its own)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._left = limit
+        self._users: weakref.WeakSet[UserKey] = weakref.WeakSet()
+        self._lock = threading.Lock()
+
+    def join(self, user: UserKey) -> None:
+        """Count `user`'s remembered hashes in this budget."""
+        with self._lock:
+            self._users.add(user)
+
+    def spend(self) -> bool:
+        """Take one hash from the budget; False when there is none (nothing is remembered)."""
+        self._left -= 1  # racing threads may miscount a few: the bound stays about `limit`
+        if self._left >= 0:
+            return True
+        with self._lock:
+            if self._left < 0:
+                for user in list(self._users):
+                    user.forget()
+                self._left = self.limit - 1
+        return self.limit > 0
+
+
+class UserKey:
+    """Keyed hashing of one user's texts: `digest(purpose, text)` and remembering `hasher`s."""
+
+    __slots__ = ("__weakref__", "_bases", "_hashers", "_key", "_memo", "_remembered")
+
+    def __init__(self, memo: TermMemo, key: bytes) -> None:
+        self._key = key
+        self._memo = memo
+        self._bases: dict[str, hmac.HMAC] = {}
+        self._hashers: dict[str, Callable[[str], str]] = {}
+        self._remembered: dict[str, dict[str, str]] = {}
+        memo.join(self)
+
+    def digest(self, purpose: str, text: str) -> str:
+        """HMAC of `text` under the user's key for `purpose` (hex of its first 80 bits)."""
+        mac = self._base(purpose).copy()
+        mac.update(text.encode())
+        return mac.digest()[:_HASH_BYTES].hex()
+
+    def hasher(self, purpose: str) -> Callable[[str], str]:
+        """`digest` for one purpose, remembering each text's hash (within the seal's budget)."""
+        hasher = self._hashers.get(purpose)
+        if hasher is not None:
+            return hasher
+        base = self._base(purpose)
+        remembered = self._remembered.setdefault(purpose, {})
+        spend = self._memo.spend
+
+        def digest(text: str) -> str:
+            hashed = remembered.get(text)
+            if hashed is None:
+                mac = base.copy()
+                mac.update(text.encode())
+                hashed = mac.digest()[:_HASH_BYTES].hex()
+                if spend():
+                    remembered[text] = hashed
+            return hashed
+
+        self._hashers[purpose] = digest
+        return digest
+
+    def forget(self) -> None:
+        """Drop every remembered hash (the budget is spent)."""
+        for remembered in self._remembered.values():
+            remembered.clear()
+
+    def _base(self, purpose: str) -> hmac.HMAC:
+        # The keyed state is computed once and copied per text: a one-shot hmac.digest looks
+        # the digest up again on every call (about twice the time, measured).
+        base = self._bases.get(purpose)
+        if base is None:
+            key = hmac.digest(self._key, f"memledger:rows:{purpose}".encode(), "sha256")
+            base = self._bases[purpose] = hmac.new(key, digestmod=hashlib.sha256)
+        return base
