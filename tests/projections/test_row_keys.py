@@ -13,7 +13,7 @@ from uuid import UUID, uuid4
 
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from projections.row_keys import DataKey, TermMemo, UserKey
+from projections.row_keys import DataKey, Hmac, TermMemo, UserKey
 from projections.sealed import RowSeal
 
 _T = TypeVar("_T")
@@ -110,3 +110,11 @@ def test_term_hashes_are_each_users_own_never_plain_hashes() -> None:
     alice, bob = seal.hasher("alice", "term"), seal.hasher("bob", "term")
     assert alice("tea") != bob("tea")
     assert hashlib.sha256(b"tea").hexdigest()[:20] not in (alice("tea"), bob("tea"))
+
+
+def test_hmac_is_the_standard_hmac_sha256() -> None:
+    for key_length in (0, 1, 32, 63, 64, 65, 200):
+        key = os.urandom(key_length)
+        mac = Hmac(key)
+        for message in (b"", b"tea", os.urandom(63), os.urandom(64), os.urandom(1000)):
+            assert mac.digest(message) == hmac.digest(key, message, "sha256")
