@@ -19,7 +19,6 @@ hashes of a rebuild.
 from __future__ import annotations
 
 import hashlib
-import hmac
 import threading
 import weakref
 from collections.abc import Callable
@@ -157,10 +156,11 @@ class UserKey:
             remembered.clear()
 
     def _base(self, purpose: str) -> Hmac:
-        # The keyed state is computed once and copied per text: a one-shot hmac.digest looks
-        # the digest up again on every call (about twice the time, measured).
+        # The keyed state is computed once and copied per text. Not `hmac.digest` here either:
+        # it lets go of the GIL, and gets it back only after the rebuild's reader thread (busy
+        # decoding) yields it: about 1 ms a call in a rebuild's profile.
         base = self._bases.get(purpose)
         if base is None:
-            key = hmac.digest(self._key, f"memledger:rows:{purpose}".encode(), "sha256")
+            key = Hmac(self._key).digest(f"memledger:rows:{purpose}".encode())
             base = self._bases[purpose] = Hmac(key)
         return base
