@@ -6,12 +6,13 @@ import functools
 import hmac
 import os
 import threading
+import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterable
-from typing import Final, TypeVar
+from typing import Any, Final, TypeVar
 from uuid import NAMESPACE_URL, UUID, uuid5
 
 from domain.errors import MasterKeyMissing
-from domain.ledger.keycache import MISSING, KeyCache
 from domain.ledger.keyring import MasterKeyring, UnknownMasterKey
 from domain.ledger.persistence.key_table import KeyTable
 from domain.ledger.persistence.reads import Connections
@@ -23,7 +24,9 @@ __all__ = ["DataKeyStore", "KeyedHashes", "user_key_id"]
 
 _USER_KEYS: Final = uuid5(NAMESPACE_URL, "memledger:user-key")
 _LEDGER_KEY: Final = uuid5(NAMESPACE_URL, "memledger:ledger-key")
+_MISSING: Final = b""
 _T = TypeVar("_T")
+_Entry = tuple[float, bytes, dict[Any, Any] | None]  # expiry, raw key (or _MISSING), what's made
 
 
 @functools.lru_cache(maxsize=4096)
@@ -38,7 +41,7 @@ class DataKeyStore:
     Unwrapped keys are cached in this process for `cache_ttl` seconds at most, so a key shredded
     by another process stops decrypting here within that time; a key shredded here is dropped
     at once. Keys of aggregates being created are staged in memory until their save commits.
-    What readers make of a key (`derived`) is cached with it and dropped with it.
+    What readers make of a key (`derived`) lives in its cache entry, and goes with it.
     """
 
     def __init__(
@@ -53,7 +56,7 @@ class DataKeyStore:
         self._keyring = keyring
         self._ttl = cache_ttl
         self._size = cache_size
-        self._cache = KeyCache(cache_ttl, cache_size)
+        self._cache: OrderedDict[UUID, _Entry] = OrderedDict()
         self._staged: dict[UUID, bytes] = {}
         self._lock = threading.Lock()
 
@@ -83,7 +86,7 @@ class DataKeyStore:
             for key in keys:
                 raw = self._staged.pop(key.key_id, None)
                 if raw is not None:
-                    self._cache.remember(key.key_id, raw)
+                    self._remember(key.key_id, raw)
 
     def discard(self, keys: Iterable[NewDataKey]) -> None:
         """Drop staged keys whose save failed."""
@@ -111,7 +114,7 @@ class DataKeyStore:
         master_id, wrapped = self._keyring.wrap(key_id.bytes, os.urandom(32))
         self._table.insert_user_key(key_id, owner, master_id, wrapped)
         with self._lock:
-            self._cache.drop(key_id)
+            self._cache.pop(key_id, None)
         raw = self.get(key_id)
         if raw is None:
             raise LookupError(f"the key of user {owner!r} vanished while being created")
@@ -125,45 +128,41 @@ class DataKeyStore:
             staged = self._staged.get(key_id)
             if staged is not None:
                 return staged
-            cached = self._cache.cached(key_id)
+            cached = self._cached(key_id)
         if cached is not None:
             return cached or None
         self.prefetch([key_id])
         with self._lock:  # just loaded: used even when the ttl (0) has already expired it
-            return self._cache.loaded(key_id) or None
+            entry = self._cache.get(key_id)
+        return entry[1] or None if entry is not None else None
 
     def derived(self, key_id: UUID, make: Callable[[bytes], _T]) -> _T | None:
         """`make(key)` of the data key, cached in the key's own entry (under `make`): it goes
         with the key (shredded, cleared, expired, evicted). None when the key is gone; a staged
         key's result is not cached."""
         with self._lock:
-            entry = None if key_id in self._staged else self._cache.live(key_id)
-            if entry is not None:
-                if not entry.raw:
-                    return None
-                made = entry.made(make)
-                if made is not None:
-                    return made
-        raw = entry.raw if entry is not None else self.get(key_id)
+            entry = None if key_id in self._staged else self._live(key_id)
+        if entry is not None:
+            made: _T | None = entry[2].get(make) if entry[2] else None
+            if made is not None or not entry[1]:
+                return made
+        raw = entry[1] if entry is not None else self.get(key_id)
         if raw is None:
             return None
         made = make(raw)
         with self._lock:
-            current = None if key_id in self._staged else self._cache.live(key_id)
-            if current is not None and current.raw == raw:
-                current.keep(make, made)
+            entry = None if key_id in self._staged else self._live(key_id)
+            if entry is not None and entry[1] == raw:  # the same key, still cached
+                self._cache[key_id] = (entry[0], raw, {**(entry[2] or {}), make: made})
         return made
 
     def user_derived(self, user_id: str, make: Callable[[bytes], _T]) -> _T:
         """`derived` of the user's own key (created on first use, as `user_key`)."""
-        key_id = user_key_id(user_id)
-        made = self.derived(key_id, make)
+        made = self.derived(user_key_id(user_id), make)
         if made is None:
             key = self.user_key(user_id)
-            made = self.derived(key_id, make)  # cached now, unless its ttl is 0
-            if made is None:
-                made = make(key)
-        return made
+            made = self.derived(user_key_id(user_id), make)  # cached now, unless ttl is 0
+        return make(key) if made is None else made
 
     def prefetch(self, key_ids: Iterable[UUID]) -> None:
         """Load many keys in one query (replays and rebuilds call this per batch).
@@ -176,10 +175,10 @@ class DataKeyStore:
             for key_id in set(key_ids):
                 if key_id in self._staged:
                     continue
-                if self._cache.cached(key_id) is None:
+                if self._cached(key_id) is None:
                     wanted.append(key_id)
                 else:
-                    self._cache.touch(key_id)
+                    self._cache.move_to_end(key_id)
         if not wanted:
             return
         found = {
@@ -188,7 +187,7 @@ class DataKeyStore:
         }
         with self._lock:
             for key_id in wanted:
-                self._cache.remember(key_id, found.get(key_id, MISSING))
+                self._remember(key_id, found.get(key_id, _MISSING))
 
     def keyed_hash(self, key: bytes, *parts: str) -> str:
         """HMAC-SHA256 over the parts: checkable only while `key` exists."""
@@ -216,7 +215,7 @@ class DataKeyStore:
         with self._lock:
             for key_id in key_ids:
                 self._staged.pop(key_id, None)
-                self._cache.remember(key_id, MISSING)
+                self._remember(key_id, _MISSING)
 
     def forget_all_cached(self) -> None:
         """Drop the whole cache (e.g. after erasing a user, whose keys are not all known)."""
@@ -258,6 +257,26 @@ class DataKeyStore:
             return self._keyring.unwrap(master_id, key_id.bytes, wrapped)
         except UnknownMasterKey as error:
             raise MasterKeyMissing(error.master_id) from error
+
+    # -- cache internals (call with the lock held) -------------------------------------------
+
+    def _cached(self, key_id: UUID) -> bytes | None:
+        entry = self._live(key_id)
+        return None if entry is None else entry[1]
+
+    def _live(self, key_id: UUID) -> _Entry | None:
+        entry = self._cache.get(key_id)
+        if entry is not None and entry[1] and entry[0] < time.monotonic():
+            del self._cache[key_id]  # expired, with what was made of it
+            return None
+        return entry
+
+    def _remember(self, key_id: UUID, raw: bytes) -> None:
+        # A destroyed key never comes back, so a miss is cached for good (until evicted).
+        self._cache[key_id] = (time.monotonic() + self._ttl, raw, None)
+        self._cache.move_to_end(key_id)
+        while len(self._cache) > self._size:
+            self._cache.popitem(last=False)
 
 
 _LOCK_IDS_CACHED = 100_000

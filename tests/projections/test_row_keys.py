@@ -13,8 +13,7 @@ from uuid import UUID, uuid4
 
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from projections.row_keys import DataKey, Hmac, TermMemo, UserKey
-from projections.sealed import RowSeal
+from projections.sealed import DataKey, Hmac, RowSeal, TermMemo, UserKey
 
 _T = TypeVar("_T")
 
