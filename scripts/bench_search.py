@@ -53,7 +53,7 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar, cast
 from uuid import UUID
 
 from _schemas import drop_schema, new_schema
@@ -87,6 +87,8 @@ _HYBRID_LABELS = {
     "hybrid_on_again": "hybrid search, cache on, second pass",
     "query_embedding": "  of which: query embedding (uncached)",
 }
+_T = TypeVar("_T")
+
 USER = "bench-searcher"
 WORKSPACE = "learning"
 NOW = datetime.now(UTC)
@@ -186,6 +188,7 @@ class BenchKeys:
 
     def __init__(self, seed: int) -> None:
         self.secret = hashlib.sha256(f"bench-search-{seed}".encode()).digest()
+        self._made: dict[tuple[object, object], object] = {}
 
     def get(self, key_id: UUID) -> bytes:
         return hmac.digest(self.secret, key_id.bytes, "sha256")
@@ -195,6 +198,19 @@ class BenchKeys:
 
     def user_key(self, user_id: str) -> bytes:
         return hmac.digest(self.secret, user_id.encode(), "sha256")
+
+    def derived(self, key_id: UUID, make: Callable[[bytes], _T]) -> _T:
+        # Cached per key, as DataKeyStore does (bench keys are never shredded).
+        made = self._made.get((key_id, make))
+        if made is None:
+            made = self._made[key_id, make] = make(self.get(key_id))
+        return cast(_T, made)
+
+    def user_derived(self, user_id: str, make: Callable[[bytes], _T]) -> _T:
+        made = self._made.get((user_id, make))
+        if made is None:
+            made = self._made[user_id, make] = make(self.user_key(user_id))
+        return cast(_T, made)
 
 
 def rows(

@@ -20,6 +20,7 @@ from eventsourcing.postgres import PostgresApplicationRecorder
 from eventsourcing.utils import retry
 from psycopg.sql import SQL, Composed, Identifier
 
+from domain.ledger.keystore import user_key_id
 from domain.ledger.ledger import MemoryLedger
 from domain.ledger.sealing import SealingMapper
 from projections.envelope import Envelope, decode_batch
@@ -95,7 +96,9 @@ class ReadAhead:
     """Decoded batches of the events (after, upto] that `read` returns, from a background thread.
 
     `check` (optional) sees each decoded batch with its notifications before it is handed on,
-    in the reader thread; what it raises ends the iteration with that error.
+    in the reader thread; what it raises ends the iteration with that error. The keys of the
+    users a batch names are loaded with it, in one query (the views hash terms and keys under
+    them), rather than one query per user when a view first meets each.
     """
 
     def __init__(
@@ -138,6 +141,9 @@ class ReadAhead:
                 if not notes:
                     continue
                 batch = decode_batch(self._mapper, notes)
+                users = {getattr(envelope.event, "user_id", None) for envelope in batch}
+                users.discard(None)
+                self._mapper.keys.prefetch(map(user_key_id, users))
                 if self._check is not None:
                     self._check(notes, batch)
                 self._put(batch)

@@ -5,8 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
+from uuid import UUID
 
+import pytest
+
+from domain.ledger.keystore import user_key_id
 from domain.ledger.ledger import MemoryLedger
+from domain.ledger.persistence import reads
 from domain.model.values import Scope
 from projections.reads import Reads
 from projections.rebuild import rebuild
@@ -42,3 +47,34 @@ def test_after_a_rebuild_with_another_ledger_the_worker_seals_with_its_own_keys(
     rows = Reads(worker.pool, pg_schema).memories("alice").items
     (row,) = [r for r in rows if r["memory_id"] == after]
     assert row["content"] == "about after"
+
+
+def test_a_rebuild_loads_the_keys_of_a_batchs_users_with_the_batch(
+    ledger: MemoryLedger,
+    worker: ProjectionWorker,
+    make_ledger: Callable[..., MemoryLedger],
+    pg_schema: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    users = [f"user{i}" for i in range(5)]
+    for user in users:
+        ledger.create_memory(
+            user, scope=Scope.global_(), memory_key="k", content=f"{user}'s", category="fact"
+        )
+    worker.catch_up()
+    asked: list[set[UUID]] = []
+    fetch_all = reads.fetch_all
+
+    def spy(datastore: Any, statement: bytes, params: Any = ()) -> list[dict[str, Any]]:
+        if b"wrapped" in statement:
+            asked.append(set(params[0]))
+        return fetch_all(datastore, statement, params)
+
+    monkeypatch.setattr(reads, "fetch_all", spy)
+    rebuilding = make_ledger()  # a cold key cache
+    report = rebuild(rebuilding, worker.pool, pg_schema, main_projections(), processes=1)
+    rebuilding.close()
+    assert report.identical
+    user_keys = {user_key_id(user) for user in users}
+    assert any(user_keys <= query for query in asked)  # all in one query
+    assert not any(query <= user_keys for query in asked if len(query) == 1)  # none alone
