@@ -79,10 +79,14 @@ class RowSeal:
     What sealing needs of a data key (its AES-GCM object and nonce HMAC state) and of a user's
     key (its keyed hashing states, and the term hashes made under it, at most `memo` of them
     for all users together) is made once per key and cached by the key store with the key.
+    Remembered term hashes hold the terms in clear in this process's memory until the user's
+    key leaves the cache: only a rebuild asks for them (`memo`, e.g. TERM_MEMO); a live seal
+    (the worker's, the API's) remembers none, so a forgotten memory's terms stay in no cache.
     """
 
-    def __init__(self, keys: RowKeys, *, memo: int = TERM_MEMO) -> None:
+    def __init__(self, keys: RowKeys, *, memo: int = 0) -> None:
         self.keys = keys
+        self.memo = memo
         self._user_key = functools.partial(UserKey, TermMemo(memo))  # cached under this
 
     def seal(self, table: str, row_id: object, key_id: UUID, column: str, text: str) -> bytes:
@@ -205,6 +209,8 @@ class TermMemo:
 
     def spend(self) -> bool:
         """Take one hash from the budget; False when there is none (nothing is remembered)."""
+        if not self.limit:
+            return False
         self._left -= 1  # racing threads may miscount a few: the bound stays about `limit`
         if self._left >= 0:
             return True
@@ -213,7 +219,7 @@ class TermMemo:
                 for user in list(self._users):
                     user.forget()
                 self._left = self.limit - 1
-        return self.limit > 0
+        return True
 
 
 class UserKey:
@@ -273,22 +279,23 @@ _SEALS: dict[str, RowSeal] = {}
 _LOCK = threading.Lock()
 
 
-def register(schema: str, keys: RowKeys) -> RowSeal:
-    """Make `keys` the key store of the views of `schema` in this process."""
+def register(schema: str, keys: RowKeys, *, memo: int = 0) -> RowSeal:
+    """Make `keys` the key store of the views of `schema` in this process (`memo`: see
+    RowSeal; a rebuild's)."""
     with _LOCK:
         seal = _SEALS.get(schema)
-        if seal is None or seal.keys is not keys:
-            seal = _SEALS[schema] = RowSeal(keys)
+        if seal is None or seal.keys is not keys or seal.memo != memo:
+            seal = _SEALS[schema] = RowSeal(keys, memo=memo)
         return seal
 
 
 @contextmanager
-def registered(schema: str, keys: RowKeys) -> Iterator[RowSeal]:
+def registered(schema: str, keys: RowKeys, *, memo: int = 0) -> Iterator[RowSeal]:
     """`register` for the block only: the registration it replaced comes back after it (a
     rebuild's own key store is closed with its ledger, while this process's worker goes on)."""
     with _LOCK:
         previous = _SEALS.get(schema)
-    seal = register(schema, keys)
+    seal = register(schema, keys, memo=memo)
     try:
         yield seal
     finally:

@@ -41,7 +41,7 @@ from projections.rebuild.lanes import (
 )
 from projections.rebuild.processes import Unpartitionable, can_partition, fill_partitioned
 from projections.rebuild.reading import ReadAhead, ledger_reader
-from projections.sealed import registered
+from projections.sealed import TERM_MEMO, registered
 from projections.tracking import Tables, locked_position, set_position
 
 __all__ = ["PROCESSES", "RebuildReport", "rebuild"]
@@ -184,7 +184,7 @@ def rebuild(
     `processes` fill the fresh tables (1: this process alone); see rebuild_processes. The views
     are sealed with `ledger`'s key store during the rebuild only.
     """
-    with registered(schema, ledger.mapper.keys):
+    with registered(schema, ledger.mapper.keys, memo=TERM_MEMO):
         return _rebuild(ledger, pool, schema, projections, batch_size, progress, processes)
 
 

@@ -40,7 +40,7 @@ from projections.base import Projection
 from projections.envelope import Envelope
 from projections.rebuild.lanes import Fill, fill_lanes
 from projections.rebuild.reading import Read, events_table
-from projections.sealed import register
+from projections.sealed import TERM_MEMO, register
 
 __all__ = ["Unpartitionable", "can_partition", "end_sessions", "fill_partitioned"]
 
@@ -214,7 +214,7 @@ def _child(
             connect() as conn,
         ):
             keys = ledger.mapper.keys.through(_OwnConnection(reading, fill.t.schema))
-            register(fill.t.schema, keys)
+            register(fill.t.schema, keys, memo=TERM_MEMO)
             # One lane: the processes keep the cores busy, and a second lane would only add
             # a thread contending for this one's GIL (measured ~15% slower).
             done = fill_lanes(

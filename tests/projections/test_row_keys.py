@@ -13,7 +13,18 @@ from uuid import UUID, uuid4
 
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from projections.sealed import DataKey, Hmac, RowSeal, TermMemo, UserKey
+from projections.sealed import (
+    _SEALS,
+    TERM_MEMO,
+    DataKey,
+    Hmac,
+    RowSeal,
+    TermMemo,
+    UserKey,
+    register,
+    registered,
+    seal_for,
+)
 
 _T = TypeVar("_T")
 
@@ -117,3 +128,18 @@ def test_hmac_is_the_standard_hmac_sha256() -> None:
         mac = Hmac(key)
         for message in (b"", b"tea", os.urandom(63), os.urandom(64), os.urandom(1000)):
             assert mac.digest(message) == hmac.digest(key, message, "sha256")
+
+
+def test_only_a_rebuilds_seal_remembers_terms_in_clear() -> None:
+    schema = f"row_keys_{uuid4().hex[:8]}"
+    keys = Keys()
+    live = register(schema, keys)
+    try:
+        user = UserKey(TermMemo(live.memo), os.urandom(32))
+        user.hasher("term")("tea")
+        assert live.memo == 0 and not user._remembered["term"]  # the worker's, the API's
+        with registered(schema, keys, memo=TERM_MEMO) as rebuilding:
+            assert seal_for(schema) is rebuilding and rebuilding.memo == TERM_MEMO
+        assert seal_for(schema) is live
+    finally:
+        _SEALS.pop(schema, None)
