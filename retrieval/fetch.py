@@ -133,7 +133,7 @@ def fetch_search_rows(
 
     `cur` must use a dict row factory; `table` is the search_terms table. The query's terms
     and key are looked up by their keyed hashes; only the returned rows are opened (their
-    clear terms computed again from key and content). One statement when
+    terms: the query terms among their stored hashes). One statement when
     the top stage settles the answer (most queries), one more per lower stage needed. (Lower
     stages chained in one statement behind gates planned slower than they saved.)
     """
@@ -164,9 +164,11 @@ def fetch_search_rows(
         category is not None,
     )
 
+    query_hashes = dict(zip(params["all"], q.terms, strict=True))
+
     def run(statement: bytes, **limits: int) -> list[dict[str, Any]]:
         found = cur.execute(statement, params | limits, prepare=PREPARE).fetchall()
-        return open_search_rows(found, seal)
+        return open_search_rows(found, seal, query_hashes)
 
     if q.terms:
         streams = [PHRASE] if phrase_terms == frozenset(q.terms) else [PHRASE, REST]

@@ -132,9 +132,11 @@ class SearchRow:
     last_confirmed_at: datetime | None = None
     expires_at: datetime | None = None
     terms: frozenset[str] | None = None
-    """`index_terms(memory_key, content)` when stored by the projection (else computed)."""
+    """`index_terms(memory_key, content)` when stored by the projection (else computed), or only
+    the query's terms among them (the fetch's rows): ranking reads no other term of a row."""
     key_terms: frozenset[str] | None = None
-    """`key_terms(memory_key)` when stored by the projection (else computed)."""
+    """`key_terms(memory_key)` when stored by the projection (else computed), or the query's
+    terms among them (as `terms`)."""
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> SearchRow:
