@@ -35,7 +35,7 @@ from typing import Any, Final
 from psycopg import Cursor
 from psycopg.rows import dict_row
 
-from domain.model.values import Scope
+from domain.model.values import Scope, normalise_content
 from projections.reads import Reads
 from projections.sealed import RowSeal
 from projections.tracking import Tables
@@ -175,8 +175,13 @@ def fetch_search_rows(
     query_hashes = dict(zip(params["all"], q.terms, strict=True))
 
     def run(statement: bytes, **limits: int) -> list[dict[str, Any]]:
-        found = cur.execute(statement, params | limits, prepare=PREPARE).fetchall()
-        return open_search_rows(found, seal, query_hashes)
+        found = open_search_rows(
+            cur.execute(statement, params | limits, prepare=PREPARE).fetchall(), seal, query_hashes
+        )
+        if q.phrase:  # every judgement of a row tests the phrase: normalise its content once
+            for row in found:
+                row["normal"] = normalise_content(row["content"])
+        return found
 
     if q.terms:
         streams = [PHRASE] if phrase_terms == frozenset(q.terms) else [PHRASE, REST]
