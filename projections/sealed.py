@@ -29,7 +29,7 @@ import threading
 import weakref
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from typing import Final, Protocol, TypeVar
+from typing import Any, Final, Protocol, TypeVar
 from uuid import UUID
 
 from cryptography.exceptions import InvalidTag
@@ -129,6 +129,26 @@ class RowSeal:
         if key is None:
             return None
         return key.open(f"{table}|{row_id}|{column}".encode(), sealed)
+
+    def open_row(
+        self, table: str, row_id: object, key_id: UUID, row: dict[str, Any], columns: Iterable[str]
+    ) -> None:
+        """`open` of the `columns` present in `row`, in place: one key look-up and one row-id
+        string for them all (the key is looked up only when one of them holds sealed bytes)."""
+        key: DataKey | None = None
+        place = ""
+        for column in columns:
+            if column not in row:
+                continue
+            sealed = row[column]
+            data = None
+            if sealed and sealed[:1] == _VERSION:
+                if not place:
+                    place = f"{table}|{row_id}|"
+                    key = self.keys.derived(key_id, DataKey)
+                if key is not None:
+                    data = key.open((place + column).encode(), sealed)
+            row[column] = REDACTED if data is None else data.decode()
 
     def prefetch(self, key_ids: Iterable[UUID]) -> None:
         """Load the data keys of many rows at once before opening them."""

@@ -28,16 +28,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from datetime import datetime
+from functools import lru_cache
 from itertools import combinations
 from typing import Any, Final
 
 from psycopg import Cursor
 from psycopg.rows import dict_row
-from psycopg.sql import Composed
 
-from domain.model.values import Scope
+from domain.model.values import Scope, normalise_content
 from projections.reads import Reads
 from projections.sealed import RowSeal
+from projections.tracking import Tables
 from projections.views.search_terms import open_search_rows, term_hashes
 from projections.views.terms import document_terms
 from retrieval.fetch_sql import KEY, PHRASE, REST, Stage, Statements, statements
@@ -106,7 +107,7 @@ def fetch_rows(
     with reads.pool.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
         return fetch_search_rows(
             cur,
-            reads.t["search_terms"],
+            _table(reads.t.schema),
             reads.t.seal,
             user_id,
             scopes,
@@ -117,9 +118,16 @@ def fetch_rows(
         )
 
 
+@lru_cache(maxsize=64)
+def _table(schema: str) -> str:
+    """The rendered search_terms name of a schema (composing it cost as much as a stage's
+    parameters)."""
+    return Tables(schema)["search_terms"].as_string(None)
+
+
 def fetch_search_rows(
     cur: Cursor[dict[str, Any]],
-    table: Composed,
+    table: str,
     seal: RowSeal,
     user_id: str,
     scopes: Sequence[Scope],
@@ -131,9 +139,9 @@ def fetch_search_rows(
 ) -> list[dict[str, Any]]:
     """The rows `search` needs for `query` (see the module docstring), opened by `seal`.
 
-    `cur` must use a dict row factory; `table` is the search_terms table. The query's terms
-    and key are looked up by their keyed hashes; only the returned rows are opened (their
-    clear terms computed again from key and content). One statement when
+    `cur` must use a dict row factory; `table` is the rendered search_terms name. The query's
+    terms and key are looked up by their keyed hashes; only the returned rows are opened (their
+    terms: the query terms among their stored hashes). One statement when
     the top stage settles the answer (most queries), one more per lower stage needed. (Lower
     stages chained in one statement behind gates planned slower than they saved.)
     """
@@ -157,16 +165,23 @@ def fetch_search_rows(
         params[f"s{i}"] = scope.scope_type
         params[f"w{i}"] = scope.workspace_type
     sql = statements(
-        table.as_string(None),
+        table,
         tuple(q.terms.values()),
         bool(q.key),
         len(scopes),
         category is not None,
     )
 
+    query_hashes = dict(zip(params["all"], q.terms, strict=True))
+
     def run(statement: bytes, **limits: int) -> list[dict[str, Any]]:
-        found = cur.execute(statement, params | limits, prepare=PREPARE).fetchall()
-        return open_search_rows(found, seal)
+        found = open_search_rows(
+            cur.execute(statement, params | limits, prepare=PREPARE).fetchall(), seal, query_hashes
+        )
+        if q.phrase:  # every judgement of a row tests the phrase: normalise its content once
+            for row in found:
+                row["normal"] = normalise_content(row["content"])
+        return found
 
     if q.terms:
         streams = [PHRASE] if phrase_terms == frozenset(q.terms) else [PHRASE, REST]

@@ -132,9 +132,14 @@ class SearchRow:
     last_confirmed_at: datetime | None = None
     expires_at: datetime | None = None
     terms: frozenset[str] | None = None
-    """`index_terms(memory_key, content)` when stored by the projection (else computed)."""
+    """`index_terms(memory_key, content)` when stored by the projection (else computed), or only
+    the query's terms among them (the fetch's rows): ranking reads no other term of a row."""
     key_terms: frozenset[str] | None = None
-    """`key_terms(memory_key)` when stored by the projection (else computed)."""
+    """`key_terms(memory_key)` when stored by the projection (else computed), or the query's
+    terms among them (as `terms`)."""
+    normal: str | None = None
+    """`normalise_content(content)` when the fetch computed it once for every judgement of the
+    row (else computed by each)."""
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> SearchRow:
@@ -205,13 +210,14 @@ def _has_phrase(haystack: str, phrase: str) -> bool:
     return False
 
 
-def has_phrase(phrase: str, memory_key: str, content: str) -> bool:
+def has_phrase(phrase: str, memory_key: str, content: str, normal: str | None = None) -> bool:
     """The normalised query `phrase` occurs, word-aligned, in the content or the key's words.
 
     Only a memory holding every query term can hold the phrase (the narrow fetch relies on it).
+    `normal`: `normalise_content(content)`, when already known.
     """
     return bool(phrase) and (
-        _has_phrase(normalise_content(content), phrase)
+        _has_phrase(normalise_content(content) if normal is None else normal, phrase)
         or _has_phrase(memory_key.replace("_", " "), phrase)
     )
 
@@ -258,7 +264,7 @@ def judge(q: Query, row: SearchRow, now: datetime, *, phrased: bool | None = Non
     )
     key_match = bool(q.key) and q.key == row.memory_key
     if phrased is None:
-        phrased = has_phrase(q.phrase, row.memory_key, row.content)
+        phrased = has_phrase(q.phrase, row.memory_key, row.content, row.normal)
     category = row.category in q.named
     order = (
         not key_match,

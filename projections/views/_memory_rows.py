@@ -155,10 +155,9 @@ def open_memory_rows(rows: list[dict[str, Any]], table: str, seal: RowSeal) -> l
     """Rows read from `table` with their key and content opened (REDACTED once shredded)."""
     if rows:
         seal.prefetch(row["memory_id"] for row in rows)
+    open_row = seal.open_row
     for row in rows:
         row.pop("key_hash", None)
         memory_id = row["memory_id"]
-        for column in _SEALED:
-            if column in row:
-                row[column] = seal.open(table, memory_id, memory_id, column, row[column])
+        open_row(table, memory_id, memory_id, row, _SEALED)
     return rows

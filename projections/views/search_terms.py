@@ -9,7 +9,7 @@ no row; a memory whose personal fields were redacted keeps its row but has no te
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -71,14 +71,27 @@ def stored_key_terms(seal: RowSeal, user_id: str, memory_key: str) -> list[str]:
     return hashed_terms(term_hashes(seal, user_id), key_terms(memory_key))
 
 
-def open_search_rows(rows: list[dict[str, Any]], seal: RowSeal) -> list[dict[str, Any]]:
-    """Fetched rows with key and content opened, and their clear `terms` and `key_terms`
-    computed again from them (the stored ones are hashes): what ranking reads."""
+def open_search_rows(
+    rows: list[dict[str, Any]], seal: RowSeal, query_hashes: Mapping[str, str] | None = None
+) -> list[dict[str, Any]]:
+    """Fetched rows with key and content opened, and clear `terms` and `key_terms` (the stored
+    ones are hashes): what ranking reads.
+
+    With `query_hashes` (each query term's `term_hashes` hash -> the term), a row's terms are
+    the query terms among its stored hashes: all that ranking reads of them (which query terms
+    a row holds), without tokenising its text again. Without, they are computed again from key
+    and content (`index_terms`, `key_terms`).
+    """
     open_memory_rows(rows, TABLE_NAME, seal)
     for row in rows:
         memory_key, content = row["memory_key"], row["content"]
         if REDACTED in (memory_key, content):
             row["terms"], row["key_terms"] = frozenset(), frozenset()
+        elif query_hashes is not None:
+            row["terms"] = frozenset(query_hashes[h] for h in row["terms"] if h in query_hashes)
+            row["key_terms"] = frozenset(
+                query_hashes[h] for h in row["key_terms"] if h in query_hashes
+            )
         else:
             row["terms"] = frozenset(index_terms(memory_key, content))
             row["key_terms"] = frozenset(key_terms(memory_key))
