@@ -27,7 +27,7 @@ import functools
 import hashlib
 import threading
 import weakref
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, Final, Protocol, TypeVar
 from uuid import UUID
@@ -149,6 +149,20 @@ class RowSeal:
                 if key is not None:
                     data = key.open((place + column).encode(), sealed)
             row[column] = REDACTED if data is None else data.decode()
+
+    def open_rows(
+        self, rows: list[dict[str, Any]], table: str, id_column: str, columns: Sequence[str]
+    ) -> list[dict[str, Any]]:
+        """Rows read from `table`, each sealed under the key of its `id_column` (a memory's or
+        a candidate's own), with `columns` opened in place (REDACTED once shredded); the keys
+        of all the rows are loaded at once first."""
+        if rows:
+            self.prefetch(row[id_column] for row in rows)
+        open_row = self.open_row
+        for row in rows:
+            row_id = row[id_column]
+            open_row(table, row_id, row_id, row, columns)
+        return rows
 
     def prefetch(self, key_ids: Iterable[UUID]) -> None:
         """Load the data keys of many rows at once before opening them."""

@@ -29,13 +29,15 @@ from projections.views._rows import Column, RowChanges, TableLayout
 
 __all__ = [
     "MEMORY_ID",
+    "SEALED",
     "fold_memory_events",
     "memory_table",
     "open_memory_rows",
     "seal_memory_row",
     "seal_memory_rows",
 ]
-_SEALED = ("memory_key", "content")
+SEALED = ("memory_key", "content")
+"""The columns of a memory row sealed with the memory's data key."""
 
 MEMORY_ID = Column("memory_id", "uuid")
 _STATE_BEFORE_CREATED = (
@@ -147,17 +149,12 @@ def seal_memory_rows(rows: RowChanges, table: str, seal: RowSeal) -> None:
 def seal_memory_row(row: dict[str, Any], table: str, memory_id: UUID, seal: RowSeal) -> None:
     """Seal one whole row's clear `memory_key` and `content` in place, and set `key_hash`."""
     row["key_hash"] = seal.user_hash(row["user_id"], "key", row["memory_key"])
-    for column in _SEALED:
+    for column in SEALED:
         row[column] = seal.seal(table, memory_id, memory_id, column, row[column])
 
 
 def open_memory_rows(rows: list[dict[str, Any]], table: str, seal: RowSeal) -> list[dict[str, Any]]:
     """Rows read from `table` with their key and content opened (REDACTED once shredded)."""
-    if rows:
-        seal.prefetch(row["memory_id"] for row in rows)
-    open_row = seal.open_row
     for row in rows:
         row.pop("key_hash", None)
-        memory_id = row["memory_id"]
-        open_row(table, memory_id, memory_id, row, _SEALED)
-    return rows
+    return seal.open_rows(rows, table, "memory_id", SEALED)

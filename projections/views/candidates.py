@@ -185,10 +185,4 @@ def in_status(src: ReadSource, user_id: str, status: str) -> list[dict[str, Any]
         ).format(src.t["candidates"]),
         (user_id, status),
     )
-    seal = src.t.seal
-    seal.prefetch(row["candidate_id"] for row in rows)
-    for row in rows:
-        candidate_id = row["candidate_id"]
-        for column in _SEALED:
-            row[column] = seal.open(_TABLE, candidate_id, candidate_id, column, row[column])
-    return rows
+    return src.t.seal.open_rows(rows, _TABLE, "candidate_id", _SEALED)

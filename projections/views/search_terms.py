@@ -23,9 +23,9 @@ from projections.envelope import Envelope
 from projections.sealed import RowSeal, vacuum_promptly
 from projections.tracking import Tables
 from projections.views._memory_rows import (
+    SEALED,
     fold_memory_events,
     memory_table,
-    open_memory_rows,
     seal_memory_rows,
 )
 from projections.views._rows import Column, ReadSource, RowChanges
@@ -82,8 +82,9 @@ def open_search_rows(
     a row holds), without tokenising its text again. Without, they are computed again from key
     and content (`index_terms`, `key_terms`).
     """
-    open_memory_rows(rows, TABLE_NAME, seal)
+    seal.open_rows(rows, TABLE_NAME, "memory_id", SEALED)
     for row in rows:
+        row.pop("key_hash", None)
         memory_key, content = row["memory_key"], row["content"]
         if REDACTED in (memory_key, content):
             row["terms"], row["key_terms"] = frozenset(), frozenset()
