@@ -24,7 +24,7 @@ from typing import Final
 import numpy as np
 
 from domain.model.values import normalise_content
-from projections.views.terms import document_terms
+from projections.views.search_terms import document_terms
 from retrieval.vectors.service import EmbeddingService, Vectors, normalised
 
 __all__ = ["CHINESE", "ENGLISH", "GENERIC_TERMS", "TOP_K", "Background", "is_cjk"]

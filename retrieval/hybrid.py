@@ -43,7 +43,7 @@ import numpy as np
 
 from domain.model.values import Scope
 from projections.reads import Reads
-from projections.views.terms import query_terms
+from projections.views.search_terms import query_terms
 from retrieval.calibration import GENERIC_TERMS, Background, is_cjk
 from retrieval.glossary import Evidence, Glossary, shared_glossary
 from retrieval.query import (

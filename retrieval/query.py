@@ -18,7 +18,7 @@ from uuid import UUID
 
 from domain.model.values import normalise_content, normalise_key
 from domain.policy import retrievable
-from projections.views.terms import STRONG, document_terms, query_terms, word_char
+from projections.views.search_terms import STRONG, document_terms, query_terms, word_char
 
 __all__ = [
     "CATEGORY_WORDS",
@@ -83,7 +83,7 @@ class Query:
     key: str
     """`normalise_key(text)`: an exact `memory_key` match."""
     terms: Mapping[str, int]
-    """Weighted terms (`projections.views.terms.query_terms`)."""
+    """Weighted terms (`projections.views.search_terms.query_terms`)."""
     total: int
     """The sum of the term weights."""
     phrase: str

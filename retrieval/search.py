@@ -32,7 +32,7 @@ from collections.abc import Iterable
 from typing import Final
 
 from domain.policy import visible_rows
-from projections.views.terms import word_char
+from projections.views.search_terms import word_char
 from retrieval.query import Scored
 
 __all__ = [

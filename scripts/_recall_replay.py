@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from projections.views.terms import document_terms
+from projections.views.search_terms import document_terms
 from retrieval.calibration import GENERIC_TERMS
 
 CJK = re.compile("[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")

@@ -16,8 +16,8 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from domain.model.values import normalise_content
-from projections.views import terms as search
-from projections.views.terms import document_terms, index_terms, key_terms
+from projections.views import search_terms as search
+from projections.views.search_terms import document_terms, index_terms, key_terms
 
 
 def defined_terms(text: str) -> frozenset[str]:

@@ -12,7 +12,7 @@ from domain.ledger.ledger import MemoryLedger
 from domain.model.values import Scope
 from domain.policy import shadow_global, visible_scopes
 from projections.reads import Reads
-from projections.views.terms import query_terms
+from projections.views.search_terms import query_terms
 from projections.worker import ProjectionWorker
 from retrieval.query import LexicalRanker, Query, SearchRow
 from retrieval.search import (
