@@ -21,6 +21,7 @@ from api.metrics import Metrics
 from api.settings import Settings
 from domain.ledger.keyring import MasterKeyring, generate_master_key
 from domain.ledger.ledger import MemoryLedger
+from domain.ledger.persistence import reads
 from projections.base import Projection
 from projections.reads import Reads
 from projections.registry import all_projections
@@ -208,3 +209,18 @@ def auth() -> Callable[..., dict[str, str]]:
         return {"Authorization": f"Bearer {mint_token(JWT_SECRET, user_id, **claims)}"}
 
     return headers
+
+
+@pytest.fixture
+def asked(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[set[uuid.UUID]]]:
+    """The key ids of every key query the key stores make (each query's set, in order)."""
+    queries: list[set[uuid.UUID]] = []
+    fetch_all = reads.fetch_all
+
+    def spy(datastore: Any, statement: bytes, params: Any = ()) -> list[dict[str, Any]]:
+        if b"wrapped" in statement:
+            queries.append(set(params[0]))
+        return fetch_all(datastore, statement, params)
+
+    monkeypatch.setattr(reads, "fetch_all", spy)
+    yield queries

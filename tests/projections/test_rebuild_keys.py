@@ -7,11 +7,8 @@ from collections.abc import Callable
 from typing import Any
 from uuid import UUID
 
-import pytest
-
 from domain.ledger.keystore import user_key_id
 from domain.ledger.ledger import MemoryLedger
-from domain.ledger.persistence import reads
 from domain.model.values import Scope
 from projections.reads import Reads
 from projections.rebuild import rebuild
@@ -54,7 +51,7 @@ def test_a_rebuild_loads_the_keys_of_a_batchs_users_with_the_batch(
     worker: ProjectionWorker,
     make_ledger: Callable[..., MemoryLedger],
     pg_schema: str,
-    monkeypatch: pytest.MonkeyPatch,
+    asked: list[set[UUID]],
 ) -> None:
     users = [f"user{i}" for i in range(5)]
     for user in users:
@@ -62,15 +59,7 @@ def test_a_rebuild_loads_the_keys_of_a_batchs_users_with_the_batch(
             user, scope=Scope.global_(), memory_key="k", content=f"{user}'s", category="fact"
         )
     worker.catch_up()
-    asked: list[set[UUID]] = []
-    fetch_all = reads.fetch_all
-
-    def spy(datastore: Any, statement: bytes, params: Any = ()) -> list[dict[str, Any]]:
-        if b"wrapped" in statement:
-            asked.append(set(params[0]))
-        return fetch_all(datastore, statement, params)
-
-    monkeypatch.setattr(reads, "fetch_all", spy)
+    asked.clear()  # the queries of the rebuild alone
     rebuilding = make_ledger()  # a cold key cache
     report = rebuild(rebuilding, worker.pool, pg_schema, main_projections(), processes=1)
     rebuilding.close()

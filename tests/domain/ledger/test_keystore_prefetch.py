@@ -2,31 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Callable
 from uuid import UUID, uuid4
-
-import pytest
 
 from domain.ledger.keystore import user_key_id
 from domain.ledger.ledger import MemoryLedger
-from domain.ledger.persistence import reads
 from domain.model.values import Scope
-
-
-@pytest.fixture
-def asked(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[set[UUID]]]:
-    """The key ids of every key query the key store makes."""
-    queries: list[set[UUID]] = []
-    fetch_all = reads.fetch_all
-
-    def spy(datastore: Any, statement: bytes, params: Any = ()) -> list[dict[str, Any]]:
-        if b"wrapped" in statement:
-            queries.append(set(params[0]))
-        return fetch_all(datastore, statement, params)
-
-    monkeypatch.setattr(reads, "fetch_all", spy)
-    yield queries
 
 
 def memories(ledger: MemoryLedger, n: int, prefix: str = "k") -> list[UUID]:
