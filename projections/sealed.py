@@ -4,7 +4,8 @@
 instead of `text`; `open(...)` with the same table, row id, key id and column gives the text
 back, or REDACTED once the data key is destroyed (never an error). Equality lookups use
 `user_hash` (HMAC under a key derived from the user's key), and the search index stores
-`term_hasher(user_id)` of each term instead of the term.
+`hasher(user_id, "term")` of each term instead of the term (a 64-bit integer: an int8 array
+sorts and indexes as integers, where hex text compared as strings).
 
 Each view reaches the seal of its schema through `seal_for(schema)` (`Tables.seal`): the
 processes that apply or read projections register their ledger's key store with `register`
@@ -27,7 +28,7 @@ import functools
 import hashlib
 import threading
 import weakref
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, Final, Protocol, TypeVar
 from uuid import UUID
@@ -55,6 +56,7 @@ _T = TypeVar("_T")
 _VERSION: Final = b"\x01"
 _NONCE: Final = 12
 _HASH_BYTES: Final = 10  # 80 bits: equality within one user's rows, no collision in practice
+_TERM_BYTES: Final = 8  # int8: 64 bits, as good within one user's terms (a collision: a false hit)
 _BLOCK: Final = 64  # SHA-256's block size
 _IPAD: Final = bytes(b ^ 0x36 for b in range(256))
 _OPAD: Final = bytes(b ^ 0x5C for b in range(256))
@@ -174,9 +176,9 @@ class RowSeal:
             return ""
         return self.keys.user_derived(user_id, self._user_key).digest(purpose, text)
 
-    def hasher(self, user_id: str, purpose: str) -> Callable[[str], str]:
-        """Keyed hashing of many texts of one user for one purpose (e.g. "term"), remembered:
-        the same hashes as `user_hash`."""
+    def hasher(self, user_id: str, purpose: str) -> Callable[[Collection[str]], list[int]]:
+        """Keyed hashing of many texts of one user for one purpose (e.g. "term"): each text's
+        HMAC as a signed 64-bit integer, in order, remembered (see `UserKey.hasher`)."""
         return self.keys.user_derived(user_id, self._user_key).hasher(purpose)
 
 
@@ -241,18 +243,18 @@ class TermMemo:
         with self._lock:
             self._users.add(user)
 
-    def spend(self) -> bool:
-        """Take one hash from the budget; False when there is none (nothing is remembered)."""
-        if not self.limit:
+    def spend(self, hashes: int = 1) -> bool:
+        """Take `hashes` from the budget; False when there is none (nothing is remembered)."""
+        if hashes > self.limit:
             return False
-        self._left -= 1  # racing threads may miscount a few: the bound stays about `limit`
+        self._left -= hashes  # racing threads may miscount a few: the bound stays about `limit`
         if self._left >= 0:
             return True
         with self._lock:
             if self._left < 0:
                 for user in list(self._users):
                     user.forget()
-                self._left = self.limit - 1
+                self._left = self.limit - hashes
         return True
 
 
@@ -265,33 +267,43 @@ class UserKey:
         self._key = key
         self._memo = memo
         self._bases: dict[str, Hmac] = {}
-        self._hashers: dict[str, Callable[[str], str]] = {}
-        self._remembered: dict[str, dict[str, str]] = {}
+        self._hashers: dict[str, Callable[[Collection[str]], list[int]]] = {}
+        self._remembered: dict[str, dict[str, int]] = {}
         memo.join(self)
 
     def digest(self, purpose: str, text: str) -> str:
         """HMAC of `text` under the user's key for `purpose` (hex of its first 80 bits)."""
         return self._base(purpose).digest(text.encode())[:_HASH_BYTES].hex()
 
-    def hasher(self, purpose: str) -> Callable[[str], str]:
-        """`digest` for one purpose, remembering each text's hash (within the seal's budget)."""
+    def hasher(self, purpose: str) -> Callable[[Collection[str]], list[int]]:
+        """Hashing of many texts for one purpose: the first 64 bits of each one's HMAC under the
+        user's key for `purpose`, as a signed integer (an int8), remembering each text's hash
+        within the seal's budget. One call per document: remembered hashes are found by a
+        dict look-up each, only the others are computed."""
         hasher = self._hashers.get(purpose)
         if hasher is not None:
             return hasher
         hmac_digest = self._base(purpose).digest
-        remembered = self._remembered.setdefault(purpose, {})
+        remembered: dict[str, int] = self._remembered.setdefault(purpose, {})
         spend = self._memo.spend
+        from_bytes = int.from_bytes
 
-        def digest(text: str) -> str:
-            hashed = remembered.get(text)
-            if hashed is None:
-                hashed = hmac_digest(text.encode())[:_HASH_BYTES].hex()
-                if spend():
-                    remembered[text] = hashed
-            return hashed
+        def hashes(texts: Collection[str]) -> list[int]:
+            get = remembered.get
+            found = [get(text) for text in texts]
+            if None not in found:
+                return found  # type: ignore[return-value]
+            keep = spend(found.count(None))
+            for i, text in enumerate(texts):
+                if found[i] is None:
+                    hashed = from_bytes(hmac_digest(text.encode())[:_TERM_BYTES], signed=True)
+                    found[i] = hashed
+                    if keep:
+                        remembered[text] = hashed
+            return found  # type: ignore[return-value]
 
-        self._hashers[purpose] = digest
-        return digest
+        self._hashers[purpose] = hashes
+        return hashes
 
     def forget(self) -> None:
         """Drop every remembered hash (the budget is spent)."""

@@ -155,8 +155,8 @@ def fetch_search_rows(
         "category": category,
         "key": seal.user_hash(user_id, "key", q.key) if q.key else None,
         "named": sorted(q.named),
-        "all": [hashed(t) for t in q.terms],
-        "phrase_terms": sorted(map(hashed, phrase_terms)),
+        "all": hashed(list(q.terms)),
+        "phrase_terms": sorted(hashed(phrase_terms)),
     }
     for i, term_hash in enumerate(params["all"]):
         params[f"p{i}"] = params[f"t{i}"] = term_hash

@@ -4,8 +4,9 @@ A `Statements` renders, once per query shape (term weights, key or not, scopes, 
 filter), the statements the fetch runs; their parameters are named:
 
 - %(user)s, %(now)s, %(category)s, %(key)s, %(named)s: as the names say;
-- %(all)s, %(phrase_terms)s: the user-prefixed query terms and phrase terms (text[]);
-- %(p<i>)s / %(t<i>)s: query term i prefixed / bare; %(s<i>)s, %(w<i>)s: visible scope i;
+- %(all)s, %(phrase_terms)s: the keyed hashes of the query terms and phrase terms (int8[]);
+- %(p<i>)s / %(t<i>)s: query term i's hash (for terms / key_terms);
+- %(s<i>)s, %(w<i>)s: visible scope i;
 - %(l<j>_<b>)s: term subset b of level j; %(c<i>)s: named category i;
 - %(n1)s, %(n2)s: rows of the phrase and rest streams; %(n)s: rows of a lower stage.
 
@@ -68,8 +69,9 @@ class Statements:
         ).format(
             _in_scope("", scopes), SQL(" AND category = %(category)s") if category else SQL("")
         )
-        # Terms are user-prefixed, so a GIN lookup meets only the user's rows; written plainly,
-        # the user check makes the planner AND the GIN bitmap with all the user's btree entries.
+        # Terms are hashed under the user's key, so a GIN lookup meets only the user's rows;
+        # written plainly, the user check makes the planner AND the GIN bitmap with all the
+        # user's btree entries.
         self.live = SQL("user_id = %(user)s{}").format(live)
         self.live_by_terms = SQL("user_id || '' = %(user)s{}").format(live)
         # Checked on returned rows only, once per statement (each EXISTS costs planning time).
@@ -81,13 +83,13 @@ class Statements:
         ).format(self.table, _in_scope("w.", scopes))
         self.matched = _sum(
             [
-                SQL(f"CASE WHEN %(p{i})s = ANY(terms) THEN {w:d} ELSE 0 END")
+                SQL(f"CASE WHEN %(p{i})s::int8 = ANY(terms) THEN {w:d} ELSE 0 END")
                 for i, w in enumerate(weights)
             ]
         )
         key_matched = _sum(
             [
-                SQL(f"CASE WHEN %(t{i})s = ANY(key_terms) THEN {w:d} ELSE 0 END")
+                SQL(f"CASE WHEN %(t{i})s::int8 = ANY(key_terms) THEN {w:d} ELSE 0 END")
                 for i, w in enumerate(weights)
             ]
         )
@@ -137,16 +139,16 @@ class Statements:
             if KEY in streams:
                 parts.append(self._branch(KEY, by_key, SQL("memory_id"), "", False))
             if PHRASE in streams:
-                where: Composable = SQL("terms @> %(phrase_terms)s")
+                where: Composable = SQL("terms @> %(phrase_terms)s::int8[]")
                 order: Composable = self.tail
                 if self.has_key:  # one branch, not two: each costs planning time
                     where = SQL("{} OR ({})").format(where, by_key)
                     order = SQL("key_hash = %(key)s DESC, {}").format(order)
                 parts.append(self._branch(PHRASE, where, order, "n1", True))
             if REST in streams:
-                where = SQL("terms @> %(all)s AND NOT terms @> %(phrase_terms)s{}").format(
-                    self.not_key
-                )
+                where = SQL(
+                    "terms @> %(all)s::int8[] AND NOT terms @> %(phrase_terms)s::int8[]{}"
+                ).format(self.not_key)
                 parts.append(self._branch(REST, where, self.tail, "n2", True))
             return self._statement(parts)
 
@@ -160,7 +162,9 @@ class Statements:
         kind, *args = spec
         if kind == "level":
             index, subsets, least, above = args
-            branches = SQL(" OR ").join(SQL(f"terms @> %(l{index}_{b})s") for b in range(subsets))
+            branches = SQL(" OR ").join(
+                SQL(f"terms @> %(l{index}_{b})s::int8[]") for b in range(subsets)
+            )
             where = SQL("({}) AND {m} >= {} AND {m} < {}{}").format(
                 branches, Literal(least), Literal(above), self.not_key, m=self.matched
             )
@@ -169,7 +173,8 @@ class Statements:
         if kind == "rest":
             (above,) = args
             where = SQL(
-                "terms && %(all)s AND {m} < {} AND ({m} >= {} OR category = ANY(%(named)s)){}"
+                "terms && %(all)s::int8[] AND {m} < {}"
+                " AND ({m} >= {} OR category = ANY(%(named)s)){}"
             ).format(Literal(above), Literal(MIN_MATCHED), self.not_key, m=self.matched)
             order = SQL("{} DESC, {}").format(self.matched, self.tail)
             return self._branch(STAGE, where, order, "n", True)
@@ -177,7 +182,7 @@ class Statements:
 
         # One ordered btree walk per category (`= ANY` would lose the index order), merged.
         def one(i: int) -> Composed:
-            where = SQL(f"category = %(c{i})s AND NOT (terms && %(all)s) AND {{}}{{}}{{}}")
+            where = SQL(f"category = %(c{i})s AND NOT (terms && %(all)s::int8[]) AND {{}}{{}}{{}}")
             return self._branch(
                 STAGE,
                 where.format(SQL("") if due else SQL("NOT "), _DUE, self.not_key),

@@ -111,7 +111,7 @@ def update_rows(
 ) -> None:
     """Set columns `names` of existing rows, in one statement: rows are (key, *values).
 
-    An array column (type `text[]`, say) is sent as one array literal per row and cast on
+    An array column (type `text[]` or `int8[]`) is sent as one array literal per row and cast on
     the server: `unnest` of an array of arrays would flatten it.
     """
     if not rows:
@@ -144,10 +144,13 @@ def update_rows(
     )
 
 
-def array_literal(items: Sequence[str]) -> str:
-    """The text form of a one-dimensional array of strings, every element quoted."""
+def array_literal(items: Sequence[str] | Sequence[int]) -> str:
+    """The text form of a one-dimensional array of strings (every element quoted) or of
+    integers."""
     if not items:
         return "{}"
+    if not isinstance(items[0], str):
+        return "{" + ",".join(map(str, items)) + "}"
     together = "".join(items)
     if '"' in together or "\\" in together:
         items = [i.replace("\\", "\\\\").replace('"', '\\"') for i in items]

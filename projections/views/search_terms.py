@@ -1,9 +1,10 @@
 """Search terms: each live memory with the ranker's document terms, under a GIN index, and
 the one tokeniser that splits memories and queries into those terms.
 
-`terms` holds the keyed hashes (`RowSeal.hasher(user_id, "term")`) of `index_terms(memory_key,
-content)`, never the words: the user's key makes them the user's own, so a GIN lookup only
-meets the user's rows, and a query's terms are hashed alike (`term_hashes`). Key and content
+`terms` holds the keyed hashes (`RowSeal.hasher(user_id, "term")`, 64-bit integers) of
+`index_terms(memory_key, content)`, never the words: the user's key makes them the user's own,
+so a GIN lookup only meets the user's rows, and a query's terms are hashed alike
+(`term_hashes`). Key and content
 are sealed like active_memories'. A forgotten memory leaves no row; a memory whose personal
 fields were redacted keeps its row but has no terms.
 
@@ -18,7 +19,7 @@ the tokeniser is this view's (its output is the index format: a change to it nee
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from datetime import datetime
 from itertools import pairwise
 from operator import add
@@ -51,7 +52,6 @@ __all__ = [
     "TABLE_NAME",
     "SearchTerms",
     "document_terms",
-    "hashed_terms",
     "index_terms",
     "key_terms",
     "next_shadow_expiry",
@@ -193,35 +193,32 @@ def key_terms(memory_key: str) -> list[str]:
 # -- the view ----------------------------------------------------------------------------------
 
 TABLE_NAME = "search_terms"
-TABLE = memory_table(Column("terms", "text[]"), Column("key_terms", "text[]"))
+TABLE = memory_table(Column("terms", "int8[]"), Column("key_terms", "int8[]"))
 COLUMNS = TABLE.names
 
 
-def term_hashes(seal: RowSeal, user_id: str) -> Callable[[str], str]:
-    """How a term of this user is stored and looked up (a keyed hash)."""
+def term_hashes(seal: RowSeal, user_id: str) -> Callable[[Collection[str]], list[int]]:
+    """How the terms of this user are stored and looked up: keyed hashes, in order."""
     return seal.hasher(user_id, "term")
 
 
-def hashed_terms(hasher: Callable[[str], str], terms: list[str]) -> list[str]:
-    return sorted(map(hasher, terms))
-
-
-def stored_terms(seal: RowSeal, user_id: str, memory_key: str, content: str) -> list[str]:
-    """The stored terms of a memory: hashed, sorted; none when redacted."""
+def stored_terms(seal: RowSeal, user_id: str, memory_key: str, content: str) -> list[int]:
+    """The stored terms of a memory (of `index_terms`): hashed, sorted; none when redacted."""
     if REDACTED in (memory_key, content):
         return []
-    return hashed_terms(term_hashes(seal, user_id), index_terms(memory_key, content))
+    text = f"{memory_key.replace('_', ' ')} {content}"
+    return sorted(term_hashes(seal, user_id)(document_terms(text)))
 
 
-def stored_key_terms(seal: RowSeal, user_id: str, memory_key: str) -> list[str]:
-    """The hashed terms of the key's words alone (sorted); none when redacted."""
+def stored_key_terms(seal: RowSeal, user_id: str, memory_key: str) -> list[int]:
+    """The hashed terms of the key's words alone (of `key_terms`), sorted; none when redacted."""
     if memory_key == REDACTED:
         return []
-    return hashed_terms(term_hashes(seal, user_id), key_terms(memory_key))
+    return sorted(term_hashes(seal, user_id)(document_terms(memory_key.replace("_", " "))))
 
 
 def open_search_rows(
-    rows: list[dict[str, Any]], seal: RowSeal, query_hashes: Mapping[str, str] | None = None
+    rows: list[dict[str, Any]], seal: RowSeal, query_hashes: Mapping[int, str] | None = None
 ) -> list[dict[str, Any]]:
     """Fetched rows with key and content opened, and clear `terms` and `key_terms` (the stored
     ones are hashes): what ranking reads.

@@ -40,6 +40,12 @@ def one_shot_hash(user_key: bytes, purpose: str, text: str) -> str:
     return hmac.digest(key, text.encode(), "sha256")[:10].hex()
 
 
+def one_shot_term(user_key: bytes, text: str) -> int:
+    """A term's stored hash: the HMAC's first 64 bits as a signed (int8) integer."""
+    key = hmac.digest(user_key, b"memledger:rows:term", "sha256")
+    return int.from_bytes(hmac.digest(key, text.encode(), "sha256")[:8], "big", signed=True)
+
+
 class Keys:
     """A key store that makes afresh on every call (no caching: what each call made shows)."""
 
@@ -84,7 +90,10 @@ def test_a_seal_opens_and_hashes_as_before() -> None:
     assert seal.open("search_terms", memory_id, memory_id, "content", sealed) == "[redacted]"
     user_key = keys.users.setdefault("alice", os.urandom(32))
     assert seal.user_hash("alice", "key", "diet") == one_shot_hash(user_key, "key", "diet")
-    assert seal.hasher("alice", "term")("tea") == one_shot_hash(user_key, "term", "tea")
+    assert seal.hasher("alice", "term")(["tea", "milk"]) == [
+        one_shot_term(user_key, "tea"),
+        one_shot_term(user_key, "milk"),
+    ]
 
 
 def test_remembered_term_hashes_stay_within_the_budget_and_right() -> None:
@@ -94,20 +103,24 @@ def test_remembered_term_hashes_stay_within_the_budget_and_right() -> None:
         for name, user in users.items():
             hasher = user.hasher("term")
             assert user.hasher("term") is hasher
+            texts = [f"t{i}" for i in range(7)]
+            for _ in range(2):  # the second time, some remembered
+                assert hasher(texts) == [one_shot_term(user._key, t) for t in texts], round_
             for i in range(7):
-                assert hasher(f"t{i}") == one_shot_hash(user._key, "term", f"t{i}"), round_
+                assert hasher([f"t{i}"]) == [one_shot_term(user._key, f"t{i}")], round_
             remembered = sum(len(r) for u in users.values() for r in u._remembered.values())
             assert remembered <= 5, name
-    assert users["alice"].hasher("term")("t6") != users["bob"].hasher("term")("t6")
+    assert users["alice"].hasher("term")(["t6"]) != users["bob"].hasher("term")(["t6"])
+    assert users["alice"].hasher("term")([]) == []
     nothing = UserKey(TermMemo(limit=0), os.urandom(32))
-    assert nothing.hasher("term")("tea") == one_shot_hash(nothing._key, "term", "tea")
+    assert nothing.hasher("term")(["tea"]) == [one_shot_term(nothing._key, "tea")]
     assert not nothing._remembered["term"]
 
 
 def test_the_budget_does_not_keep_a_dropped_key_alive() -> None:
     memo = TermMemo(limit=100)
     user = UserKey(memo, os.urandom(32))
-    user.hasher("term")("tea")
+    user.hasher("term")(["tea"])
     ref = weakref.ref(user)
     del user  # the key store dropped the key's entry
     gc.collect()
@@ -118,8 +131,9 @@ def test_the_budget_does_not_keep_a_dropped_key_alive() -> None:
 def test_term_hashes_are_each_users_own_never_plain_hashes() -> None:
     seal = RowSeal(Keys())
     alice, bob = seal.hasher("alice", "term"), seal.hasher("bob", "term")
-    assert alice("tea") != bob("tea")
-    assert hashlib.sha256(b"tea").hexdigest()[:20] not in (alice("tea"), bob("tea"))
+    assert alice(["tea"]) != bob(["tea"])
+    plain = int.from_bytes(hashlib.sha256(b"tea").digest()[:8], "big", signed=True)
+    assert plain not in (*alice(["tea"]), *bob(["tea"]))
 
 
 def test_hmac_is_the_standard_hmac_sha256() -> None:
@@ -136,7 +150,7 @@ def test_only_a_rebuilds_seal_remembers_terms_in_clear() -> None:
     live = register(schema, keys)
     try:
         user = UserKey(TermMemo(live.memo), os.urandom(32))
-        user.hasher("term")("tea")
+        user.hasher("term")(["tea"])
         assert live.memo == 0 and not user._remembered["term"]  # the worker's, the API's
         with registered(schema, keys, memo=TERM_MEMO) as rebuilding:
             assert seal_for(schema) is rebuilding and rebuilding.memo == TERM_MEMO

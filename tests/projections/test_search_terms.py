@@ -42,8 +42,8 @@ def test_terms_follow_the_ledger_vanish_on_forget_and_rebuild_identically(
     rows = terms_of(database_url, pg_schema)
     seal = Tables(pg_schema).seal  # terms are stored as the user's keyed hashes, never words
     hashed = seal.hasher("alice", "term")
-    assert rows[tea] == sorted(map(hashed, index_terms("drink", "Green tea")))
-    assert rows[goal] == sorted(map(hashed, index_terms("exam_goal", "通过考试")))
+    assert rows[tea] == sorted(hashed(index_terms("drink", "Green tea")))
+    assert rows[goal] == sorted(hashed(index_terms("exam_goal", "通过考试")))
     assert rows[tea] == stored_terms(seal, "alice", "drink", "Green tea")
 
     ledger.update_memory("alice", tea, expected_revision=1, content="black coffee")
@@ -51,7 +51,7 @@ def test_terms_follow_the_ledger_vanish_on_forget_and_rebuild_identically(
     ledger.restore_memory("alice", goal)
     worker.catch_up()
     assert terms_of(database_url, pg_schema)[tea] == sorted(
-        map(hashed, index_terms("drink", "black coffee"))
+        hashed(index_terms("drink", "black coffee"))
     )
 
     ledger.forget_memory("alice", tea)
