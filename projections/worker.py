@@ -14,6 +14,7 @@ from psycopg.sql import SQL, Identifier
 from psycopg_pool import ConnectionPool
 
 from domain.ledger.ledger import MemoryLedger
+from projections import layout
 from projections.base import Projection
 from projections.envelope import decode_batch
 from projections.quarantine import create_quarantine, quarantine_counts
@@ -29,7 +30,8 @@ def ensure_tables(
     pool: ConnectionPool[Any], schema: str, projections: Sequence[Projection]
 ) -> None:
     """Create the live tables of every projection, the tracking and quarantine tables, if
-    missing.
+    missing; the tables of a projection an older release laid out otherwise are dropped and
+    projected again from the log (projections/layout.py).
 
     Each statement commits on its own: CREATE INDEX IF NOT EXISTS takes a SHARE lock on its
     table even when the index exists, and one transaction over all of them would hold one
@@ -38,14 +40,18 @@ def ensure_tables(
     advisory lock keeps two starting processes from interleaving them.
     """
     t = Tables(schema)
-    statements = [*create_tracking(t), *create_quarantine(t)]
-    statements += [statement for projection in projections for statement in projection.create(t)]
     key = lock_key(schema, "ddl")
     with pool.connection() as conn:
         with conn.transaction():
             conn.execute(SQL("SELECT pg_advisory_lock(%s)"), (key,))
         try:
-            for statement in statements:
+            for statement in [*create_tracking(t), *create_quarantine(t)]:
+                with conn.transaction():
+                    conn.execute(statement)
+            older = layout.stale(conn, projections, t)
+            if older:  # laid out by an older release: projected again from the log
+                layout.reset(conn, older, t)
+            for statement in [s for projection in projections for s in projection.create(t)]:
                 with conn.transaction():
                     conn.execute(statement)
         finally:

@@ -1,0 +1,87 @@
+"""Live tables laid out by an older version: found when tables are ensured, projected again.
+
+A release may change a view's columns (their types, say: search terms became int8 hashes).
+The new code cannot write into the old table, nor read it, so `ensure_tables` asks `stale`
+which projections' live tables differ from what their own `create` makes now, and `reset`
+drops those tables and sets their position back to 0: they are created anew and the worker
+projects them again from the log (the projections of the other tables are not touched).
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from collections.abc import Sequence
+from typing import Any
+
+from psycopg import Connection
+from psycopg.sql import SQL
+
+from projections.base import Projection
+from projections.tracking import TRACKING, Tables
+
+__all__ = ["reset", "stale"]
+
+_log = logging.getLogger(__name__)
+
+_COLUMNS = SQL(
+    "SELECT c.relname, a.attname, format_type(a.atttypid, a.atttypmod)"
+    " FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid"
+    " JOIN pg_namespace n ON n.oid = c.relnamespace"
+    " WHERE n.nspname = %s AND c.relname = ANY(%s) AND c.relkind = 'r'"
+    " AND a.attnum > 0 AND NOT a.attisdropped ORDER BY c.relname, a.attnum"
+)
+
+
+def stale(
+    conn: Connection[Any], projections: Sequence[Projection], live: Tables
+) -> list[Projection]:
+    """The projections with a live table whose columns (names, types, order) differ from the
+    table their `create` makes now; a missing table is not stale (it is simply created).
+
+    The current layout is read off tables created under another suffix in a transaction that
+    is rolled back.
+    """
+    logical = [name for projection in projections for name in projection.tables]
+    existing = conn.execute(_COLUMNS, (live.schema, [live.name(n) for n in logical])).fetchall()
+    if not existing:  # a new schema: nothing to compare
+        return []
+    probe = Tables(live.schema, f"__probe{secrets.token_hex(4)}")
+    with conn.transaction(force_rollback=True):
+        for projection in projections:
+            for statement in projection.create(probe):
+                conn.execute(statement)
+        names = [t.name(n) for n in logical for t in (live, probe)]
+        columns: dict[str, list[tuple[str, str]]] = {}
+        for table, column, kind in conn.execute(_COLUMNS, (live.schema, names)).fetchall():
+            columns.setdefault(table, []).append((column, kind))
+    found = []
+    for projection in projections:
+        for name in projection.tables:
+            now, before = columns.get(probe.name(name)), columns.get(live.name(name))
+            if before is not None and before != now:
+                _log.warning(
+                    "projection %s: table %s was laid out by another version (columns that"
+                    " differ: %s); it is projected again from the log",
+                    projection.name,
+                    live.name(name),
+                    sorted(set(before) ^ set(now or ())),
+                )
+                found.append(projection)
+                break
+    return found
+
+
+def reset(conn: Connection[Any], projections: Sequence[Projection], live: Tables) -> None:
+    """Drop the live tables of `projections` and set their positions back to 0, in one
+    transaction (it waits for a worker's batch on them to end)."""
+    with conn.transaction():
+        for projection in projections:
+            for name in projection.tables:
+                conn.execute(SQL("DROP TABLE IF EXISTS {}").format(live[name]))
+            conn.execute(
+                SQL("UPDATE {} SET position = 0, updated_at = now() WHERE projection = %s").format(
+                    live[TRACKING]
+                ),
+                (projection.name,),
+            )

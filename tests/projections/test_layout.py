@@ -1,0 +1,104 @@
+"""Tables laid out by an older release are found when tables are ensured, and projected again."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+from domain.ledger.ledger import MemoryLedger
+from domain.model.values import Scope
+from projections import layout
+from projections.registry import all_projections
+from projections.tracking import Tables, read_positions
+from projections.worker import ProjectionWorker, ensure_tables
+
+
+def _rows(database_url: str, schema: str, logical: str) -> list[tuple[Any, ...]]:
+    with psycopg.connect(database_url) as conn:
+        return conn.execute(
+            sql.SQL("SELECT * FROM {} ORDER BY 1").format(Tables(schema)[logical])
+        ).fetchall()
+
+
+def _positions(worker: ProjectionWorker) -> dict[str, int]:
+    with worker.pool.connection() as conn:
+        return read_positions(conn, worker.tables)
+
+
+def _lay_out_as_before(worker: ProjectionWorker) -> None:
+    """search_terms as the release before int8 term hashes made it (text[] terms)."""
+    with worker.pool.connection() as conn:
+        conn.execute(
+            sql.SQL("ALTER TABLE {} ALTER COLUMN terms TYPE text[] USING terms::text[]").format(
+                worker.tables["search_terms"]
+            )
+        )
+
+
+def test_an_older_layout_is_projected_again_and_nothing_else_is(
+    ledger: MemoryLedger, worker: ProjectionWorker, database_url: str, pg_schema: str
+) -> None:
+    for n in range(5):
+        ledger.create_memory(
+            "alice",
+            scope=Scope.global_(),
+            memory_key=f"k{n}",
+            content=f"tea number {n}",
+            category="fact",
+        )
+    worker.catch_up()
+    before = {name: _rows(database_url, pg_schema, name) for name in ("search_terms", "audit_log")}
+    positions = _positions(worker)
+
+    ensure_tables(worker.pool, pg_schema, all_projections())  # the same release: nothing to do
+    assert _positions(worker) == positions
+    with worker.pool.connection() as conn:
+        assert layout.stale(conn, all_projections(), worker.tables) == []
+
+    _lay_out_as_before(worker)
+    ensure_tables(worker.pool, pg_schema, all_projections())
+    after = _positions(worker)
+    assert after["search_terms"] == 0
+    assert {k: v for k, v in after.items() if k != "search_terms"} == {
+        k: v for k, v in positions.items() if k != "search_terms"
+    }
+    assert _rows(database_url, pg_schema, "search_terms") == []
+    assert _rows(database_url, pg_schema, "audit_log") == before["audit_log"]
+
+    worker.catch_up()
+    assert _rows(database_url, pg_schema, "search_terms") == before["search_terms"]
+    assert _positions(worker) == positions
+
+
+def test_processes_starting_together_reset_an_older_layout_once(
+    ledger: MemoryLedger, worker: ProjectionWorker, database_url: str, pg_schema: str
+) -> None:
+    ledger.create_memory(
+        "alice", scope=Scope.global_(), memory_key="drink", content="tea", category="fact"
+    )
+    worker.catch_up()
+    before = _rows(database_url, pg_schema, "search_terms")
+    _lay_out_as_before(worker)
+    errors: list[BaseException] = []
+    start = threading.Barrier(3)
+
+    def starting() -> None:
+        try:
+            start.wait()
+            ensure_tables(worker.pool, pg_schema, all_projections())
+        except BaseException as error:  # reported below
+            errors.append(error)
+
+    threads = [threading.Thread(target=starting) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    with worker.pool.connection() as conn:
+        assert layout.stale(conn, all_projections(), worker.tables) == []
+    worker.catch_up()
+    assert _rows(database_url, pg_schema, "search_terms") == before
