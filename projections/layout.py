@@ -43,15 +43,18 @@ def stale(
     is rolled back.
     """
     logical = [name for projection in projections for name in projection.tables]
-    existing = conn.execute(_COLUMNS, (live.schema, [live.name(n) for n in logical])).fetchall()
-    if not existing:  # a new schema: nothing to compare
-        return []
     probe = Tables(live.schema, f"__probe{secrets.token_hex(4)}")
+    # One transaction, rolled back, and nothing outside it: on a connection that is not in
+    # autocommit mode, a statement outside would open a transaction the caller's later DDL
+    # statements would join (and hold each table's lock till its end).
     with conn.transaction(force_rollback=True):
+        names = [live.name(n) for n in logical]
+        if not conn.execute(_COLUMNS, (live.schema, names)).fetchall():
+            return []  # a new schema: nothing to compare
         for projection in projections:
             for statement in projection.create(probe):
                 conn.execute(statement)
-        names = [t.name(n) for n in logical for t in (live, probe)]
+        names += [probe.name(n) for n in logical]
         columns: dict[str, list[tuple[str, str]]] = {}
         for table, column, kind in conn.execute(_COLUMNS, (live.schema, names)).fetchall():
             columns.setdefault(table, []).append((column, kind))
