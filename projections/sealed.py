@@ -152,6 +152,20 @@ class RowSeal:
                     data = key.open((place + column).encode(), sealed)
             row[column] = REDACTED if data is None else data.decode()
 
+    def seal_row(
+        self, table: str, row_id: object, key_id: UUID, row: dict[str, Any], columns: Iterable[str]
+    ) -> None:
+        """`seal` of the `columns` of `row`, in place: one key look-up and one row-id string
+        for them all."""
+        key = self.keys.derived(key_id, DataKey)
+        place = f"{table}|{row_id}|"
+        for column in columns:
+            text = row[column]
+            if key is None or text == REDACTED:
+                row[column] = b""
+            else:
+                row[column] = key.seal((place + column).encode(), text.encode())
+
     def open_rows(
         self, rows: list[dict[str, Any]], table: str, id_column: str, columns: Sequence[str]
     ) -> list[dict[str, Any]]:

@@ -149,8 +149,7 @@ def seal_memory_rows(rows: RowChanges, table: str, seal: RowSeal) -> None:
 def seal_memory_row(row: dict[str, Any], table: str, memory_id: UUID, seal: RowSeal) -> None:
     """Seal one whole row's clear `memory_key` and `content` in place, and set `key_hash`."""
     row["key_hash"] = seal.user_hash(row["user_id"], "key", row["memory_key"])
-    for column in SEALED:
-        row[column] = seal.seal(table, memory_id, memory_id, column, row[column])
+    seal.seal_row(table, memory_id, memory_id, row, SEALED)
 
 
 def open_memory_rows(rows: list[dict[str, Any]], table: str, seal: RowSeal) -> list[dict[str, Any]]:
