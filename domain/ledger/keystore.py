@@ -30,7 +30,6 @@ _Entry = tuple[float, bytes, dict[Any, Any] | None]  # expiry, raw key (or _MISS
 
 
 @functools.lru_cache(maxsize=4096)
-@functools.lru_cache(maxsize=65_536)
 def user_key_id(user_id: str) -> UUID:
     """The id of the key that keys a user's claims and fingerprints."""
     return uuid5(_USER_KEYS, user_id)

@@ -4,9 +4,8 @@ the one tokeniser that splits memories and queries into those terms.
 `terms` holds the keyed hashes (`RowSeal.hasher(user_id, "term")`, 64-bit integers) of
 `index_terms(memory_key, content)`, never the words: the user's key makes them the user's own,
 so a GIN lookup only meets the user's rows, and a query's terms are hashed alike
-(`term_hashes`). Key and content
-are sealed like active_memories'. A forgotten memory leaves no row; a memory whose personal
-fields were redacted keeps its row but has no terms.
+(`term_hashes`). Key and content are sealed like active_memories'. A forgotten memory leaves no
+row; a memory whose personal fields were redacted keeps its row but has no terms.
 
 The terms of a text are words, CJK bigrams and weights: `index_terms(memory_key, content)` is
 what the view stores for a memory, and `query_terms(text)` what a query is matched with
@@ -182,12 +181,18 @@ def index_terms(memory_key: str, content: str) -> list[str]:
 
     The search_terms projection stores these, so ranking need not re-tokenise each memory.
     """
-    return sorted(document_terms(f"{memory_key.replace('_', ' ')} {content}"))
+    return sorted(document_terms(_indexed_text(memory_key, content)))
 
 
 def key_terms(memory_key: str) -> list[str]:
     """The terms of a key's words alone (sorted): what "key coverage" counts."""
-    return sorted(document_terms(memory_key.replace("_", " ")))
+    return sorted(document_terms(_indexed_text(memory_key)))
+
+
+def _indexed_text(memory_key: str, content: str | None = None) -> str:
+    """The text a memory's terms are taken from: its key's words, then its content."""
+    words = memory_key.replace("_", " ")
+    return words if content is None else f"{words} {content}"
 
 
 # -- the view ----------------------------------------------------------------------------------
@@ -206,15 +211,14 @@ def stored_terms(seal: RowSeal, user_id: str, memory_key: str, content: str) -> 
     """The stored terms of a memory (of `index_terms`): hashed, sorted; none when redacted."""
     if REDACTED in (memory_key, content):
         return []
-    text = f"{memory_key.replace('_', ' ')} {content}"
-    return sorted(term_hashes(seal, user_id)(document_terms(text)))
+    return sorted(term_hashes(seal, user_id)(document_terms(_indexed_text(memory_key, content))))
 
 
 def stored_key_terms(seal: RowSeal, user_id: str, memory_key: str) -> list[int]:
     """The hashed terms of the key's words alone (of `key_terms`), sorted; none when redacted."""
     if memory_key == REDACTED:
         return []
-    return sorted(term_hashes(seal, user_id)(document_terms(memory_key.replace("_", " "))))
+    return sorted(term_hashes(seal, user_id)(document_terms(_indexed_text(memory_key))))
 
 
 def open_search_rows(
