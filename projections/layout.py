@@ -18,7 +18,7 @@ from psycopg import Connection
 from psycopg.sql import SQL
 
 from projections.base import Projection
-from projections.tracking import TRACKING, Tables
+from projections.tracking import Tables, set_position
 
 __all__ = ["reset", "stale"]
 
@@ -78,13 +78,8 @@ def stale(
 def reset(conn: Connection[Any], projections: Sequence[Projection], live: Tables) -> None:
     """Drop the live tables of `projections` and set their positions back to 0, in one
     transaction (it waits for a worker's batch on them to end)."""
-    with conn.transaction():
+    with conn.transaction(), conn.cursor() as cur:
         for projection in projections:
             for name in projection.tables:
-                conn.execute(SQL("DROP TABLE IF EXISTS {}").format(live[name]))
-            conn.execute(
-                SQL("UPDATE {} SET position = 0, updated_at = now() WHERE projection = %s").format(
-                    live[TRACKING]
-                ),
-                (projection.name,),
-            )
+                cur.execute(SQL("DROP TABLE IF EXISTS {}").format(live[name]))
+            set_position(cur, live, projection.name, 0)
