@@ -21,11 +21,15 @@ misses of the tuning split are listed (--failures: of every split run).
     .venv/bin/python scripts/eval_recall.py                      # tuning and validation
     .venv/bin/python scripts/eval_recall.py --split tuning --json
     .venv/bin/python scripts/eval_recall.py --check              # exit 1 when a target is missed
+    .venv/bin/python scripts/eval_recall.py --write-baseline     # record the suite's guard
     .venv/bin/python scripts/eval_recall.py --latency --bulk 500 # write -> found semantically
     .venv/bin/python scripts/eval_recall.py --split test         # the final report only
 
 --check targets (issue 15) per split: recall@5 >= 0.98, MRR >= 0.94, unrelated empty >= 0.95,
 and recall@5 of every kind not below the dense baseline's; validation may fall 0.02 short.
+
+--write-baseline records tuning's and validation's figures in the set's baseline.json, which
+the suite's guard (tests/retrieval/test_recall_quality.py, scripts/_recall_guard.py) holds.
 
 --latency instead times how long a new memory takes to be found semantically: the users'
 memories but the targets (the memories expected by paraphrase queries) are loaded and settle,
@@ -608,6 +612,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
     parser.add_argument(
+        "--write-baseline", action="store_true", help="record the guard's baseline.json"
+    )
+    parser.add_argument(
         "--failures", action="store_true", help="list hybrid misses of every split, not tuning's"
     )
     parser.add_argument(
@@ -628,6 +635,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             "WARNING: the test split is for the final report only: do not tune on what it shows.",
             file=sys.stderr,
         )
+    guarded = args.split == ["tuning", "validation"] and args.embedder == EMBEDDER
+    if args.write_baseline and (args.latency or not guarded):
+        raise SystemExit(
+            "--write-baseline records the default embedder's recall on tuning and validation only"
+        )
     data = RecallSet.load(args.set, args.split)
     if not data.queries:
         raise SystemExit(f"no queries in the splits {args.split}")
@@ -640,6 +652,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(json.dumps(report, indent=2) if args.json else render_latency(report))
         return 0
     missed = missed_targets(report)
+    if args.write_baseline:
+        from _recall_guard import baseline_of
+
+        baseline = baseline_of(report, args.embedder)
+        path = args.set / "baseline.json"
+        path.write_text(json.dumps(baseline, ensure_ascii=False, indent=2) + "\n", "utf-8")
+        print(f"recorded {path}", file=sys.stderr)
     if args.json:
         print(json.dumps({**report, "missed_targets": missed}, ensure_ascii=False, indent=2))
     else:
