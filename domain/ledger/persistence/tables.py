@@ -128,7 +128,7 @@ def create_statements(schema: str) -> list[Composed]:
             " WHERE state = 'pending'"
         ).format(Identifier(FINGERPRINTS + "_pending_idx"), prints),
         # Decided prints go 30 days after their decision (`prune_prints_before`).
-        SQL(
-            "CREATE INDEX IF NOT EXISTS {} ON {} (changed_at) WHERE state <> 'pending'"
-        ).format(Identifier(LAST_CREATED), prints),
+        SQL("CREATE INDEX IF NOT EXISTS {} ON {} (changed_at) WHERE state <> 'pending'").format(
+            Identifier(LAST_CREATED), prints
+        ),
     ]

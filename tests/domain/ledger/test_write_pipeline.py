@@ -97,7 +97,6 @@ def test_parameters_are_dumped_by_the_declared_types() -> None:
         statement.dump([1])
 
 
-
 _DUMP_FAILURE = """
 import sys, uuid, psycopg
 from psycopg import pq, sql
