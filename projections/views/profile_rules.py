@@ -35,12 +35,11 @@ import logging
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from re import _constants as _C  # type: ignore[attr-defined]
-from re import _parser  # type: ignore[attr-defined]
-from typing import Any, Final
+from typing import Final
 
 from domain.model.events import REDACTED
 from domain.model.values import normalise_content
+from projections.views.needles import needs
 
 __all__ = ["FIELDS", "MAX_CONTENT_CHARS", "RULES", "MemoryFacts", "Rule", "derive"]
 
@@ -82,7 +81,8 @@ class Rule:
 
     Optional, for speed only: `fields` are the only fields it can give (it is skipped when the
     memory's category allows none of them), and `needs` are patterns that must all be found
-    in the content for it to give anything (see `_needles`); without them it always runs.
+    in the content for it to give anything (projections/views/needles.py); without them it
+    always runs.
     """
 
     name: str
@@ -114,113 +114,6 @@ def _first(table: Table, text: str) -> str | None:
     return m.lastgroup if m else None
 
 
-# -- prefilters -----------------------------------------------------------------------------
-#
-# Every rule searches clauses of the content, and a clause is a substring of the content. So
-# when some string of a set must occur in any match of a rule's pattern (its "needles"), content
-# holding none of them cannot make the rule give anything: it is skipped. The needles are read
-# off the parsed patterns, never written by hand, so they follow any change of the rules.
-
-_EXACT_LIMIT: Final = 64  # the most strings an "every string it can match" set may hold
-
-
-@dataclass(frozen=True, slots=True)
-class _Shape:
-    exact: frozenset[str] | None  # every string the node can match (None: unknown or too many)
-    needles: frozenset[str] | None  # every match contains one of these (None: nothing known)
-
-
-_NONE: Final = _Shape(None, None)
-_EMPTY: Final = _Shape(frozenset({""}), None)  # zero-width: matches nothing but ""
-
-
-def _usable(strings: frozenset[str] | None) -> frozenset[str] | None:
-    return strings if strings and "" not in strings else None
-
-
-def _best(candidates: Iterable[frozenset[str] | None]) -> frozenset[str] | None:
-    """The most selective needle set: longest shortest needle, then fewest needles."""
-    usable = [c for c in map(_usable, candidates) if c]
-    return max(usable, key=lambda c: (min(map(len, c)), -len(c)), default=None)
-
-
-def _sequence(items: Iterable[tuple[Any, Any]]) -> _Shape:
-    run: frozenset[str] = frozenset({""})  # the strings the current run of exact items makes
-    candidates: list[frozenset[str] | None] = []
-    exact = True
-    for op, av in items:
-        shape = _item(op, av)
-        candidates.append(shape.needles)
-        if shape.exact is not None and len(run) * len(shape.exact) <= _EXACT_LIMIT:
-            run = frozenset(a + b for a in run for b in shape.exact)
-            continue
-        exact = False
-        candidates.append(run)
-        run = shape.exact if shape.exact is not None else frozenset({""})
-    candidates.append(run)
-    return _Shape(run if exact else None, _best(candidates))
-
-
-def _item(op: Any, av: Any) -> _Shape:
-    if op is _C.LITERAL:
-        return _Shape(frozenset({chr(av)}), frozenset({chr(av)}))
-    if op is _C.IN:
-        chars: set[str] = set()
-        for kind, value in av:
-            if kind is _C.LITERAL:
-                chars.add(chr(value))
-            elif kind is _C.RANGE and value[1] - value[0] < _EXACT_LIMIT:
-                chars.update(map(chr, range(value[0], value[1] + 1)))
-            else:
-                return _NONE  # negated, a category, a wide range
-        return _Shape(frozenset(chars), _usable(frozenset(chars))) if chars else _NONE
-    if op is _C.BRANCH:
-        shapes = [_sequence(alternative) for alternative in av[1]]
-        exact: frozenset[str] | None = None
-        if all(s.exact is not None for s in shapes):
-            exact = frozenset().union(*(s.exact for s in shapes if s.exact is not None))
-            exact = exact if len(exact) <= _EXACT_LIMIT else None
-        needles = [s.needles for s in shapes]
-        union = frozenset().union(*needles) if all(needles) else None  # type: ignore[arg-type]
-        return _Shape(exact, _best([union, exact]))
-    if op is _C.SUBPATTERN:
-        if av[1] & re.IGNORECASE:
-            raise ValueError("case-insensitive group")
-        return _sequence(av[3])
-    if op is _C.ATOMIC_GROUP:
-        return _sequence(av)
-    if op in (_C.MAX_REPEAT, _C.MIN_REPEAT, _C.POSSESSIVE_REPEAT):
-        low, high, inner = av[0], av[1], _sequence(av[2])
-        if low == high == 1:
-            return inner
-        if low == 0 and high == 1 and inner.exact is not None:
-            return _Shape(inner.exact | {""}, None)
-        return _Shape(None, inner.needles if low >= 1 else None)
-    if op is _C.AT or op is _C.ASSERT_NOT:
-        return _EMPTY
-    if op is _C.ASSERT:  # what a lookaround sees is in the searched text too
-        return _Shape(frozenset({""}), _sequence(av[1]).needles)
-    return _NONE  # any character, a category, a back reference, ...
-
-
-def _needles(pattern: str | re.Pattern[str]) -> re.Pattern[str] | None:
-    """A pattern found in every text where `pattern` is (None: no such test is known)."""
-    compiled = re.compile(pattern)
-    try:
-        if compiled.flags & re.IGNORECASE:
-            raise ValueError("case-insensitive pattern")
-        needles = _sequence(_parser.parse(compiled.pattern, compiled.flags)).needles
-    except Exception:  # an unexpected pattern: no prefilter, never a wrong one
-        return None
-    if not needles:
-        return None
-    return re.compile("|".join(map(re.escape, sorted(needles, key=lambda n: (-len(n), n)))))
-
-
-def _needs(*patterns: str | re.Pattern[str]) -> tuple[re.Pattern[str], ...]:
-    return tuple(n for n in map(_needles, patterns) if n is not None)
-
-
 _SPLIT: Final = re.compile(r"[,;!?\n]|\.(?!\d)|(?<![a-z])but(?![a-z])|但是|但|而不是|而非")
 _NEGATION: Final = re.compile(
     _w("not|no|never|don't|dont|doesn't|do not|avoid|hate|dislike|without") + "|不|别|没|讨厌|避免"
@@ -244,7 +137,7 @@ def _keyword(field: str, table: Table, trigger: str = "", positive: bool = True)
                 return [(field, value)]
         return []
 
-    return Rule(field, apply, frozenset({field}), _needs(table, near))
+    return Rule(field, apply, frozenset({field}), needs(table, near))
 
 
 # -- explanation order -----------------------------------------------------------------------
@@ -455,7 +348,7 @@ RULES: tuple[Rule, ...] = (
         "explanation_preference",
         _explanation,
         frozenset({"explanation_preference"}),
-        _needs(_EXPLANATION),
+        needs(_EXPLANATION),
     ),
     _keyword("preferred_programming_language", _LANGUAGES, _LIKING),
     _keyword("response_language", _RESPONSE, _REPLYING),
@@ -466,7 +359,7 @@ RULES: tuple[Rule, ...] = (
         "daily_study_time",
         _study_time,
         frozenset({"daily_study_time"}),
-        _needs("|".join(p.pattern for _, p in _WHEN), _DURATION, _STUDY),
+        needs("|".join(p.pattern for _, p in _WHEN), _DURATION, _STUDY),
     ),
     _keyword("major", _SUBJECTS, r"专业|主修|本科|读的是|学的是|major|degree in|bachelor"),
     _keyword("expertise_level", _LEVELS, _w("i|i'm|i am|my|me") + "|我|水平|基础"),
