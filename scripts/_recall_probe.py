@@ -21,7 +21,9 @@ import pickle
 from typing import Any
 
 import numpy as np
-from _recall_replay import evidence, load, separation
+from _recall_replay import evidence, load, order, separation
+
+from retrieval.vectors.service import passage_text
 
 TOP = 3
 FORMATS = {  # the pair text, and whether e5 embeds it with its query prefix
@@ -31,7 +33,7 @@ FORMATS = {  # the pair text, and whether e5 embeds it with its query prefix
 
 
 def memory_text(m: dict[str, Any]) -> str:
-    return f"{m['memory_key'].replace('_', ' ')}: {m['content']}"
+    return passage_text(m["memory_key"], m["content"])
 
 
 def pair_vectors(
@@ -56,9 +58,10 @@ def pair_vectors(
     return cached
 
 
-def features(d: dict[str, Any], cache: dict[str, Any], pairs: dict[Any, np.ndarray]) -> Any:
+def features(
+    d: dict[str, Any], cache: dict[str, Any], index: dict[str, int], pairs: dict[Any, np.ndarray]
+) -> Any:
     """(pair features, answers?) of each of the query's top candidates."""
-    index = {label: i for i, label in enumerate(cache["labels"])}
     ev = evidence(d)
     rows = []
     for i in d["top"]:
@@ -97,10 +100,10 @@ def main() -> None:
     cache = pickle.loads(pathlib.Path(args.cache).read_bytes())  # our own file
     data = load(args.cache, args.use_weight)
     for d in data:
-        ev = evidence(d)
-        d["top"] = sorted(range(len(d["labels"])), key=lambda i: (not d["strong"][i], -ev[i]))[:TOP]
+        d["top"] = order(d)[:TOP]
     pairs = pair_vectors(data, cache["mems"], args.format)
-    rows = {id(d): features(d, cache, pairs) for d in data}
+    index = {label: i for i, label in enumerate(cache["labels"])}
+    rows = {id(d): features(d, cache, index, pairs) for d in data}
     train = [r for d in data if d["q"]["split"] == "tuning" for r in rows[id(d)]]
     x, y = np.array([r[0] for r in train]), np.array([r[1] for r in train], dtype=float)
     for lam in args.lam:

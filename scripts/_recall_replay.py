@@ -83,9 +83,14 @@ def evidence(d: dict[str, Any]) -> Any:
     return d["cos"] - d["hub"] + TRANSLATED * d["gloss"] + LEXICAL * d["cover"]
 
 
+def order(d: dict[str, Any]) -> list[int]:
+    """The query's candidates as the product ranks them: key and phrase matches, then evidence."""
+    ev = evidence(d)
+    return sorted(range(len(d["labels"])), key=lambda i: (not d["strong"][i], -ev[i]))
+
+
 def ranked(d: dict[str, Any]) -> list[str]:
-    order = sorted(range(len(d["labels"])), key=lambda i: (not d["strong"][i], -evidence(d)[i]))
-    return [d["labels"][i] for i in order][:5]
+    return [d["labels"][i] for i in order(d)][:5]
 
 
 def scores(queries: list[dict[str, Any]], answer: Callable[[dict[str, Any]], bool]) -> str:

@@ -642,7 +642,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             "WARNING: the test split is for the final report only: do not tune on what it shows.",
             file=sys.stderr,
         )
-    guarded = args.split == ["tuning", "validation"] and args.embedder == EMBEDDER
+    from _recall_guard import GUARDED_SPLITS, baseline_of  # it imports this module
+
+    guarded = args.split == list(GUARDED_SPLITS) and args.embedder == EMBEDDER
     if args.write_baseline and (args.latency or not guarded):
         raise SystemExit(
             "--write-baseline records the default embedder's recall on tuning and validation only"
@@ -660,8 +662,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     missed = missed_targets(report)
     if args.write_baseline:
-        from _recall_guard import baseline_of
-
         baseline = baseline_of(report, args.embedder)
         path = args.set / "baseline.json"
         path.write_text(json.dumps(baseline, ensure_ascii=False, indent=2) + "\n", "utf-8")

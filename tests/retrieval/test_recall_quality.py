@@ -10,11 +10,10 @@ test split is never loaded here: it is for the final report only.
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import json
 import pathlib
 import sys
-from types import ModuleType
 from typing import Any
 
 import pytest
@@ -22,20 +21,10 @@ import pytest
 SCRIPTS = pathlib.Path(__file__).resolve().parent.parent.parent / "scripts"
 
 
-def _module(name: str) -> ModuleType:
-    if str(SCRIPTS) not in sys.path:
-        sys.path.insert(0, str(SCRIPTS))  # eval_recall imports its siblings by name
-    spec = importlib.util.spec_from_file_location(name, SCRIPTS / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = sys.modules.get(name) or importlib.util.module_from_spec(spec)
-    if name not in sys.modules:
-        sys.modules[name] = module  # dataclasses look their module up while being built
-        spec.loader.exec_module(module)
-    return module
-
-
-ev = _module("eval_recall")
-guard = _module("_recall_guard")
+if str(SCRIPTS) not in sys.path:
+    sys.path.insert(0, str(SCRIPTS))  # the scripts import their siblings by name
+ev = importlib.import_module("eval_recall")
+guard = importlib.import_module("_recall_guard")
 BASELINE = ev.SET_DIR / "baseline.json"
 
 
