@@ -255,9 +255,12 @@ def build_services(
 
 
 def build_ledger(settings: Settings, database_url: str | None = None) -> MemoryLedger:
-    """The ledger on the configured database and schema (created when missing)."""
+    """The ledger on the configured database and schema (created when missing), following
+    the keys other processes destroy (`MemoryLedger.follow_revocations`)."""
     url = database_url or resolve_database_url(settings)
     ensure_schema(url, settings.db_schema)
-    return MemoryLedger(
+    ledger = MemoryLedger(
         postgres_env(settings, url), master_keyring(settings), key_cache_ttl=settings.key_cache_ttl
     )
+    ledger.follow_revocations()
+    return ledger

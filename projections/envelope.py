@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from hashlib import sha1
@@ -12,6 +12,7 @@ from uuid import NAMESPACE_URL, UUID, SafeUUID, uuid5
 
 from eventsourcing.persistence import Notification
 
+from domain.ledger.keystore import user_key_id
 from domain.ledger.sealing import SealingMapper
 
 __all__ = ["Envelope", "EventKinds", "decode_batch", "event_id"]
@@ -85,14 +86,33 @@ class Envelope:
         return event_id(self.originator_id, self.version)
 
 
-def decode_batch(mapper: SealingMapper, notifications: Sequence[Notification]) -> list[Envelope]:
+def decode_batch(
+    mapper: SealingMapper,
+    notifications: Sequence[Notification],
+    *,
+    fresh: bool = True,
+    destroyed: Iterable[UUID] = (),
+) -> list[Envelope]:
     """Decode notifications, fetching the data keys of the whole batch in one query.
+
+    `fresh` (the live worker, replays): the batch's data keys and its users' own keys are read
+    from the key table whatever this process has cached, so nothing is decoded, sealed or
+    hashed with a key another process destroyed before these events were read, even before
+    its revocation note arrives. A rebuild, whose reader loads its users' keys itself, passes
+    False (cached keys are used). `destroyed`: keys that count as gone whatever the table
+    says (their tombstone is in the ledger).
 
     An event whose topic this version of the code does not know (written by a newer release)
     or that cannot be decoded is passed on with `event=None`: projections skip it, audit
     records it, and nothing stops.
     """
-    mapper.keys.prefetch(n.originator_id for n in notifications if bytes(n.state[:4]) == b"MLS1")
+    sealed = [n.originator_id for n in notifications if bytes(n.state[:4]) == b"MLS1"]
+    if fresh:
+        users = {mapper.clear_state(n).get("user_id") for n in notifications}
+        owners = [user_key_id(user) for user in users if isinstance(user, str)]
+        mapper.keys.refresh([*sealed, *owners], destroyed)
+    else:
+        mapper.keys.prefetch(sealed)
     envelopes = []
     for note in notifications:
         try:

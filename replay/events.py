@@ -125,7 +125,8 @@ def _record(ledger: MemoryLedger, envelope: Envelope, clear: dict[str, Any]) -> 
     known = aggregate != "unknown"
     attributes: dict[str, Any] = dict(vars(event)) if known else clear
     sealed = personal_fields(type(event)) if known else ()
-    # Decoding just fetched the key: if it is gone now, the sealed fields are never shown.
+    # Decoding just read the key afresh (and counted a tombstoned aggregate's as gone): if it
+    # is gone now, the sealed fields are never shown.
     redacted = bool(sealed) and ledger.keys.get(envelope.originator_id) is None
     scope_type = attributes.get("scope_type", attributes.get("proposed_scope_type"))
     workspace_type = attributes.get("workspace_type", attributes.get("proposed_workspace_type"))

@@ -55,7 +55,10 @@ def envelopes(
             if wants(note, state):
                 clear[note.id] = state
         chosen = [note for note in notes if note.id in clear]
-        for envelope in decode_batch(mapper, chosen):
+        # Redaction is decided by the ledger's tombstones and the live key table, read now
+        # for this page, never by a cached key alone.
+        dead = ledger.tombstoned(n.originator_id for n in chosen)
+        for envelope in decode_batch(mapper, chosen, destroyed=dead):
             yield envelope, clear[envelope.position]
         start = notes[-1].id + 1
 

@@ -668,7 +668,7 @@ def decode_only(settings: Settings, url: str, head: int, batch_size: int) -> dic
             notes = ledger.recorder.select_notifications(start, batch_size, stop=head)
             if not notes:
                 break
-            batch = decode_batch(ledger.mapper, notes)
+            batch = decode_batch(ledger.mapper, notes, fresh=False)
             unreadable += sum(1 for envelope in batch if envelope.event is None)
             done += len(batch)
             start = batch[-1].position + 1

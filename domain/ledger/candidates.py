@@ -64,7 +64,7 @@ class CandidateCommands:
                 revision = expected_revision or target.revision
             print_ = self.hashes.proposal(user_id, scope, key, text, category, target_memory_id)
             now = self.clock()
-            known = self._known_proposal(user_id, print_, now)
+            known = self._known_proposal(user_id, print_.value, now)
             if known is not None:
                 state, candidate_id = known
                 if state == "rejected":
@@ -91,7 +91,16 @@ class CandidateCommands:
                 candidate,
                 new_keys=[new_key],
                 fingerprints=[
-                    Fingerprint(candidate_id, user_id, print_, target_memory_id, "pending", now)
+                    Fingerprint(
+                        candidate_id,
+                        user_id,
+                        print_.value,
+                        target_memory_id,
+                        "pending",
+                        now,
+                        print_.key_id,
+                        print_.key_check,
+                    )
                 ],
                 prune_prints_before=now - REJECTION_MEMORY,
             )
@@ -142,7 +151,7 @@ class CandidateCommands:
             position = self.store.save(
                 candidate,
                 shred_keys=[candidate.id],
-                fingerprints=[self._print(candidate, print_, "rejected")],
+                fingerprints=[self._print(candidate, print_.value, "rejected")],
                 prune_prints_before=self.clock() - REJECTION_MEMORY,
             )
             self.keys.forget_cached([candidate.id])

@@ -24,7 +24,16 @@ from domain.model.memory import Memory
 from domain.model.memory_settings import MemorySettings
 from domain.model.values import Scope, check_key
 
-__all__ = ["Forgetting"]
+__all__ = ["Forgetting", "shredding_topics"]
+
+
+def shredding_topics() -> list[str]:
+    """The topics of the events whose transaction destroys their aggregate's key."""
+    return [
+        get_topic(Memory.Forgotten),
+        get_topic(MemoryCandidate.Rejected),
+        get_topic(MemoryCandidate.Expired),
+    ]
 
 
 class Forgetting:
@@ -122,11 +131,7 @@ class Forgetting:
         backup taken before a forget; `serve` and the projection worker run it at start-up.
         """
         forgotten = get_topic(Memory.Forgotten)
-        topics = [
-            forgotten,
-            get_topic(MemoryCandidate.Rejected),
-            get_topic(MemoryCandidate.Expired),
-        ]
+        topics = shredding_topics()
         destroyed, start = 0, 1
         while notes := self.recorder.select_notifications(start, page, topics=topics):
             memories = [UUID(str(n.originator_id)) for n in notes if n.topic == forgotten]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import hmac
 import os
 import threading
 import time
@@ -12,15 +11,13 @@ from collections.abc import Callable, Iterable
 from typing import Any, Final, TypeVar
 from uuid import NAMESPACE_URL, UUID, uuid5
 
-from domain.context import Retry
 from domain.errors import MasterKeyMissing
 from domain.ledger.keyring import MasterKeyring, UnknownMasterKey
 from domain.ledger.persistence.key_table import KeyTable
 from domain.ledger.persistence.reads import Connections
-from domain.ledger.persistence.tables import NewDataKey
-from domain.model.values import Scope, normalise_content
+from domain.ledger.persistence.tables import NewDataKey, key_check
 
-__all__ = ["DataKeyStore", "KeyedHashes", "user_key_id"]
+__all__ = ["DataKeyStore", "user_key_id"]
 
 _USER_KEYS: Final = uuid5(NAMESPACE_URL, "memledger:user-key")
 _LEDGER_KEY: Final = uuid5(NAMESPACE_URL, "memledger:ledger-key")
@@ -38,10 +35,14 @@ def user_key_id(user_id: str) -> UUID:
 class DataKeyStore:
     """Finds the data key of an aggregate; a destroyed key is gone for every reader.
 
-    Unwrapped keys are cached in this process for `cache_ttl` seconds at most, so a key shredded
-    by another process stops decrypting here within that time; a key shredded here is dropped
-    at once. Keys of aggregates being created are staged in memory until their save commits.
+    Unwrapped keys are cached in this process for `cache_ttl` seconds at most. A key shredded
+    here is dropped at once; one shredded by another process is dropped when its revocation
+    note arrives (`revoked`, called by the ledger's revocation listener; docs/ledger.md).
+    While a listener is attached but not listening (`untrusted`), nothing is cached past its
+    use. Keys of aggregates being created are staged in memory until their save commits.
     What readers make of a key (`derived`) lives in its cache entry, and goes with it.
+    No write can commit with a destroyed key, whatever this cache holds: claims and
+    fingerprints name the key they were hashed under (persistence/tables.py).
     """
 
     def __init__(
@@ -59,6 +60,9 @@ class DataKeyStore:
         self._cache: OrderedDict[UUID, _Entry] = OrderedDict()
         self._staged: dict[UUID, bytes] = {}
         self._lock = threading.Lock()
+        self._trusted = True  # False while a revocation listener is attached but not listening
+        # Bumped by every revocation: a load that began before one is used, never kept.
+        self._epoch = 0
 
     def through(self, connections: Connections) -> DataKeyStore:
         """A store with the same master keys and cache settings reading through `connections`.
@@ -78,7 +82,7 @@ class DataKeyStore:
         master_id, wrapped = self._keyring.wrap(key_id.bytes, raw)
         with self._lock:
             self._staged[key_id] = raw
-        return NewDataKey(key_id, user_id, kind, subject, master_id, wrapped)
+        return NewDataKey(key_id, user_id, kind, subject, master_id, wrapped, key_check(raw))
 
     def unstage(self, keys: Iterable[NewDataKey]) -> None:
         """Forget staged keys once their save committed (they are cached) or failed."""
@@ -111,8 +115,9 @@ class DataKeyStore:
         raw = self.get(key_id)
         if raw is not None:
             return raw
-        master_id, wrapped = self._keyring.wrap(key_id.bytes, os.urandom(32))
-        self._table.insert_user_key(key_id, owner, master_id, wrapped)
+        raw = os.urandom(32)
+        master_id, wrapped = self._keyring.wrap(key_id.bytes, raw)
+        self._table.insert_user_key(key_id, owner, master_id, wrapped, key_check(raw))
         with self._lock:
             self._cache.pop(key_id, None)
         raw = self.get(key_id)
@@ -179,6 +184,7 @@ class DataKeyStore:
         only move to the recent end of the cache, so loading the others cannot evict them.
         """
         with self._lock:
+            epoch = self._epoch
             wanted = []
             for key_id in set(key_ids):
                 if key_id in self._staged:
@@ -189,18 +195,35 @@ class DataKeyStore:
                     self._cache.move_to_end(key_id)
         if not wanted:
             return
-        found = {
-            key_id: self._unwrap(master_id, key_id, wrapped)
-            for key_id, master_id, wrapped in self._table.wrapped(wanted)
-        }
+        found = self._load(wanted)
         with self._lock:
+            keep = epoch == self._epoch
             for key_id in wanted:
-                self._remember(key_id, found.get(key_id, _MISSING))
+                self._remember(key_id, found.get(key_id, _MISSING), keep=keep)
 
-    def keyed_hash(self, key: bytes, *parts: str) -> str:
-        """HMAC-SHA256 over the parts: checkable only while `key` exists."""
-        message = "\x1f".join(parts).encode()
-        return hmac.digest(key, message, "sha256").hex()
+    def refresh(self, key_ids: Iterable[UUID], destroyed: Iterable[UUID] = ()) -> None:
+        """Read these keys afresh from the key table, whatever is cached (decoding the log for
+        a projection or a replay trusts no cache): a key gone from the table is marked gone, a
+        live one kept with what was made of it while it is the same key. `destroyed`: keys that
+        count as gone whatever the table says (their tombstone is in the ledger)."""
+        dead = set(destroyed)
+        with self._lock:
+            epoch = self._epoch
+            wanted = [k for k in set(key_ids) if k not in self._staged and k not in dead]
+        found = self._load(wanted) if wanted else {}
+        with self._lock:
+            keep = epoch == self._epoch
+            for key_id in wanted:
+                raw = found.get(key_id, _MISSING)
+                entry = self._cache.get(key_id)
+                if keep and raw and entry is not None and entry[1] == raw:
+                    self._cache[key_id] = (self._expiry(), raw, entry[2])
+                    self._cache.move_to_end(key_id)
+                else:
+                    self._remember(key_id, raw, keep=keep)
+            for key_id in dead:
+                self._staged.pop(key_id, None)
+                self._remember(key_id, _MISSING)
 
     def owned_keys(self, user_id: str, kind: str) -> list[UUID]:
         """Ids of the live keys of one kind that belong to a user (e.g. all their memories)."""
@@ -221,6 +244,7 @@ class DataKeyStore:
     def forget_cached(self, key_ids: Iterable[UUID]) -> None:
         """Mark keys destroyed in this process (call after the shredding transaction)."""
         with self._lock:
+            self._epoch += 1
             for key_id in key_ids:
                 self._staged.pop(key_id, None)
                 self._remember(key_id, _MISSING)
@@ -228,7 +252,37 @@ class DataKeyStore:
     def forget_all_cached(self) -> None:
         """Drop the whole cache (e.g. after erasing a user, whose keys are not all known)."""
         with self._lock:
+            self._epoch += 1
             self._cache.clear()
+
+    def evict(self, key_ids: Iterable[UUID]) -> None:
+        """Drop these keys from the cache (a write found one stale): read again on next use."""
+        with self._lock:
+            self._epoch += 1
+            for key_id in key_ids:
+                self._cache.pop(key_id, None)
+
+    # -- revocations from other processes (domain/ledger/persistence/revocations.py) --------
+
+    def revoked(self, key_ids: Iterable[UUID]) -> None:
+        """Keys another process destroyed (a revocation note): gone here too, at once."""
+        self.forget_cached(key_ids)
+
+    def untrusted(self) -> None:
+        """The revocation listener is not listening: notes may be missed, so nothing cached
+        is trusted and nothing is cached past its use until `trusted`."""
+        with self._lock:
+            self._epoch += 1
+            self._trusted = False
+            self._cache.clear()
+
+    def trusted(self) -> None:
+        """The revocation listener listens (again): what was cached before is dropped, since
+        notes sent before it listened were not heard, and caching resumes."""
+        with self._lock:
+            self._epoch += 1
+            self._cache.clear()
+            self._trusted = True
 
     def rotate(
         self,
@@ -279,72 +333,27 @@ class DataKeyStore:
             return None
         return entry
 
-    def _remember(self, key_id: UUID, raw: bytes) -> None:
-        # A destroyed key never comes back, so a miss is cached for good (until evicted).
-        self._cache[key_id] = (time.monotonic() + self._ttl, raw, None)
+    def _expiry(self) -> float:
+        return time.monotonic() + (self._ttl if self._trusted else 0.0)
+
+    def _load(self, key_ids: Iterable[UUID]) -> dict[UUID, bytes]:
+        """The raw keys of these ids that exist (no lock held); check values missing from rows
+        written before they were kept are stored on the way."""
+        found: dict[UUID, bytes] = {}
+        unchecked: dict[UUID, bytes] = {}
+        for key_id, master_id, wrapped, check in self._table.wrapped(key_ids):
+            raw = found[key_id] = self._unwrap(master_id, key_id, wrapped)
+            if check is None:
+                unchecked[key_id] = key_check(raw)
+        self._table.set_checks(unchecked)
+        return found
+
+    def _remember(self, key_id: UUID, raw: bytes, *, keep: bool = True) -> None:
+        # A destroyed key never comes back, so a miss is cached for good (until evicted); a
+        # user's key made again after an erase is read afresh by `_shared_key`. A key loaded
+        # across a revocation (not `keep`) serves the call that loaded it, and expires.
+        expiry = self._expiry() if keep else time.monotonic()
+        self._cache[key_id] = (expiry, raw, None)
         self._cache.move_to_end(key_id)
         while len(self._cache) > self._size:
             self._cache.popitem(last=False)
-
-
-_LOCK_IDS_CACHED = 100_000
-
-
-class KeyedHashes:
-    """Content hashes under a memory's key; claims under the user's key; proposal prints under
-    the key of the memory they are about, else the user's."""
-
-    def __init__(self, keys: DataKeyStore) -> None:
-        self.keys = keys
-        self._locks: dict[str, int] = {}
-
-    def lock(self, user_id: str) -> int:
-        """The id of the user's write lock (a PostgreSQL advisory lock, a signed 64-bit int),
-        keyed under the ledger's key: the locks table names no user."""
-        lock_id = self._locks.get(user_id)
-        if lock_id is None:
-            digest = self.keys.keyed_hash(self.keys.ledger_key(), "user-lock", user_id)
-            lock_id = int(digest[:16], 16) - (1 << 63)
-            if len(self._locks) >= _LOCK_IDS_CACHED:
-                self._locks.clear()
-            self._locks[user_id] = lock_id
-        return lock_id
-
-    def content(self, key_id: UUID, content: str) -> str:
-        """Keyed hash of normalised content; uncheckable once the memory's key is shredded.
-
-        Raises Retry when the key is gone (forgotten since the memory was loaded): the command
-        reloads the memory and sees it forgotten.
-        """
-        return self.keys.keyed_hash(self._live(key_id), "content", normalise_content(content))
-
-    def claim(self, user_id: str, scope: Scope, memory_key: str) -> str:
-        """Keyed hash of (scope, key) under the user's key: reveals no key in clear."""
-        return self.keys.keyed_hash(self.keys.user_key(user_id), "claim", scope.label(), memory_key)
-
-    def proposal(
-        self,
-        user_id: str,
-        scope: Scope,
-        memory_key: str,
-        content: str,
-        category: str,
-        about: UUID | None = None,
-    ) -> str:
-        """Keyed fingerprint of a normalised proposal, for recognising it without its text.
-
-        A proposal about a memory (`about`) is keyed with that memory's data key, so forgetting
-        the memory makes every copy of it uncheckable; others with the user's key. Raises Retry
-        when the memory's key is gone (as `content`).
-        """
-        key = self.keys.user_key(user_id) if about is None else self._live(about)
-        return self.keys.keyed_hash(
-            key, "proposal", scope.label(), memory_key, normalise_content(content), category
-        )
-
-    def _live(self, key_id: UUID) -> bytes:
-        """A memory's data key; Retry when it is gone (forgotten since the command loaded it)."""
-        key = self.keys.get(key_id)
-        if key is None:
-            raise Retry(f"the data key of {key_id} is gone")
-        return key

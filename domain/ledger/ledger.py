@@ -13,7 +13,7 @@ here over one `AggregateStore`; the ledger's methods are theirs.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from typing import ClassVar
 from uuid import UUID
@@ -23,14 +23,16 @@ from eventsourcing.utils import Environment, get_topic
 
 from domain.ledger.access import AccessLog
 from domain.ledger.candidates import CandidateCommands
-from domain.ledger.forgetting import Forgetting
+from domain.ledger.forgetting import Forgetting, shredding_topics
+from domain.ledger.hashes import KeyedHashes
 from domain.ledger.keyring import MasterKeyring
-from domain.ledger.keystore import DataKeyStore, KeyedHashes
+from domain.ledger.keystore import DataKeyStore
 from domain.ledger.memories import MemoryCommands
 from domain.ledger.persistence.factory import LedgerFactory
 from domain.ledger.persistence.lookups import Lookups
 from domain.ledger.persistence.reads import Connections
 from domain.ledger.persistence.recorder import LedgerRecorder
+from domain.ledger.persistence.revocations import RevocationListener
 from domain.ledger.persistence.sessions import SESSION_NAME_ENV, session_name
 from domain.ledger.rotation import KeyRotation
 from domain.ledger.sealing import SealingMapper
@@ -64,6 +66,7 @@ class MemoryLedger(Application[UUID]):
     ) -> None:
         self.keyring = keyring
         self._key_cache_ttl = key_cache_ttl
+        self._revocations: RevocationListener | None = None
         self.clock = clock or (lambda: datetime.now(UTC))
         super().__init__(env=dict(env))  # builds the key store, in `construct_mapper`
         self.hashes = KeyedHashes(self.keys)
@@ -97,6 +100,33 @@ class MemoryLedger(Application[UUID]):
         self.change_settings = self.user_settings.change
         self.record_access = self.access_log.record
         self.position = self.store.position
+
+    def follow_revocations(self, wait: float = 5.0) -> bool:
+        """Drop from this process's key cache every key another process destroys, as its
+        transaction commits (a listener thread with a connection of its own, until `close`).
+        Every process of the service calls it; True once it listens (within `wait` seconds;
+        until then no cached key is trusted)."""
+        if self._revocations is None:
+            recorder = self.recorder
+            assert isinstance(recorder, LedgerRecorder), "the ledger runs on its own recorder"
+            self._revocations = RevocationListener.of(
+                recorder.datastore, recorder.revocation_channel, self.keys
+            )
+        return self._revocations.start(wait) if not self._revocations.listening else True
+
+    def close(self) -> None:
+        if self._revocations is not None:
+            self._revocations.stop()
+            self._revocations = None
+        super().close()
+
+    def tombstoned(self, aggregate_ids: Iterable[UUID]) -> set[UUID]:
+        """Which of these aggregates have an event that destroys their key in the ledger (a
+        forget, a rejection or an expiry): their content counts as gone, whatever keys the
+        key table holds (restored from a backup, before `complete_shredding` ran)."""
+        recorder = self.recorder
+        assert isinstance(recorder, LedgerRecorder), "the ledger runs on its own recorder"
+        return recorder.having_topics(list(set(aggregate_ids)), shredding_topics())
 
     def memory_ids(self, user_id: str) -> list[UUID]:
         """Ids of the user's live memories (from the key table, not a projection)."""

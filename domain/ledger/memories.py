@@ -241,7 +241,8 @@ class MemoryCommands:
         memory_id = uuid4()
         new_key = self.keys.stage(memory_id, user_id, "memory")
         content_hash = self.hashes.content(memory_id, text)
-        claim = Claim(self.hashes.claim(user_id, scope, key), memory_id, user_id)
+        hashed = self.hashes.claim(user_id, scope, key)
+        claim = Claim(hashed.value, memory_id, user_id, hashed.key_id, hashed.key_check)
         memory = Memory.new(
             memory_id,
             user_id=user_id,

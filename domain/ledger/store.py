@@ -13,7 +13,8 @@ from eventsourcing.utils import get_topic
 
 from domain.context import ClaimTaken, Retry, outage_unavailable
 from domain.errors import LedgerUnavailable, MemoryForgotten, NotFound
-from domain.ledger.keystore import DataKeyStore, KeyedHashes
+from domain.ledger.hashes import KeyedHashes
+from domain.ledger.keystore import DataKeyStore
 from domain.ledger.persistence import recorder
 from domain.ledger.persistence.lookups import Lookups
 from domain.ledger.persistence.recorder import LedgerRecorder
@@ -96,7 +97,7 @@ class AggregateStore:
         """The memory holding this key claim (forgotten ones included: the claim is released
         in the tombstone's own transaction, so a forgotten holder is a race being lost)."""
         with outage_unavailable():
-            holder = self.lookups.claim_holder(self.hashes.claim(user_id, scope, memory_key))
+            holder = self.lookups.claim_holder(self.hashes.claim(user_id, scope, memory_key).value)
         if holder is None:
             return None
         return self.memory(user_id, holder, live=False)
@@ -135,6 +136,11 @@ class AggregateStore:
             self.keys.discard(new_keys)
             if recorder.lost_claim(error):
                 raise ClaimTaken("key claimed concurrently") from error
+            if recorder.stale_key(error):
+                # Hashed under a key destroyed meanwhile (another process's cache held it):
+                # the attempt runs again with the keys it named read afresh.
+                self.keys.evict(_hashed_under(changes))
+                raise Retry("hashed under a key destroyed meanwhile") from error
             raise Retry("aggregate changed concurrently") from error
         except PersistenceError as error:
             self.keys.discard(new_keys)
@@ -168,3 +174,9 @@ class AggregateStore:
         recorder = self._application.recorder
         assert isinstance(recorder, LedgerRecorder), "the ledger runs on its own recorder"
         return recorder
+
+
+def _hashed_under(changes: dict[str, Any]) -> set[UUID]:
+    """The ids of the keys a save's claims and fingerprints were hashed under."""
+    rows = [*changes.get("claims", ()), *changes.get("fingerprints", ())]
+    return {row.key_id for row in rows if row.key_id is not None}

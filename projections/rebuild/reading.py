@@ -140,7 +140,7 @@ class ReadAhead:
                 notes, start = self._read(start, self._size, self._upto)
                 if not notes:
                     continue
-                batch = decode_batch(self._mapper, notes)
+                batch = decode_batch(self._mapper, notes, fresh=False)
                 users = {getattr(envelope.event, "user_id", None) for envelope in batch}
                 users.discard(None)
                 self._mapper.keys.prefetch(map(user_key_id, users))

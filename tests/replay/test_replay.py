@@ -16,6 +16,7 @@ from psycopg import sql
 
 from domain.errors import MemoryForgotten
 from domain.ledger.access import AccessHit, result_entries
+from domain.ledger.keystore import user_key_id
 from domain.ledger.ledger import MemoryLedger
 from domain.ledger.results import MemoryState
 from domain.model.events import REDACTED
@@ -256,17 +257,17 @@ def test_filters_are_applied_before_anything_is_decrypted(
     ledger: MemoryLedger, history: History, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     fetched: list[UUID] = []
-    prefetch = ledger.keys.prefetch
+    refresh = ledger.keys.refresh
 
-    def spy(key_ids: Any) -> None:
+    def spy(key_ids: Any, destroyed: Any = ()) -> None:
         ids = list(key_ids)
         fetched.extend(ids)
-        prefetch(ids)
+        refresh(ids, destroyed)
 
-    monkeypatch.setattr(ledger.keys, "prefetch", spy)
+    monkeypatch.setattr(ledger.keys, "refresh", spy)
     ledger.keys.forget_all_cached()
     assert len(list(replay_events(ledger, user_id="bob"))) == 3
-    bobs = {history.ids["b1"], history.ids["c2"]}
+    bobs = {history.ids["b1"], history.ids["c2"], user_key_id("bob")}
     assert fetched and set(fetched) <= bobs
 
 

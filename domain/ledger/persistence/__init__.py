@@ -15,6 +15,8 @@ eventsourcing.postgres or any library's internals (import-linter enforces the im
     tables      the side tables' DDL and the rows a save writes (NewDataKey, Claim, Fingerprint)
     key_table   the data-key table's SQL (DataKeyStore, in domain/ledger/keystore.py, caches)
     lookups     claim and fingerprint look-ups made before a write
+    revocations the listener that drops keys other processes destroy (LISTEN on a channel the
+                shredding transactions notify)
     reads       one-statement reads in autocommit, retried on a dropped connection
     codec       the sealing mapper's fast JSON and event construction
     sealed_state  `clear_json`: the sealed format's clear part, in SQL

@@ -30,14 +30,20 @@ class KeyTable:
         self._table = table(connections.schema or "public", DATA_KEYS)
         self._sql_insert_user_key = reads.render(
             SQL(
-                "INSERT INTO {} (key_id, user_id, kind, master_key_id, wrapped)"
-                " VALUES (%s, %s, 'user', %s, %s) ON CONFLICT (key_id) DO NOTHING"
+                "INSERT INTO {} (key_id, user_id, kind, master_key_id, wrapped, key_check)"
+                " VALUES (%s, %s, 'user', %s, %s, %s) ON CONFLICT (key_id) DO NOTHING"
             ).format(self._table)
         )
         self._sql_select_keys = reads.render(
-            SQL("SELECT key_id, master_key_id, wrapped FROM {} WHERE key_id = ANY(%s)").format(
-                self._table
-            )
+            SQL(
+                "SELECT key_id, master_key_id, wrapped, key_check FROM {} WHERE key_id = ANY(%s)"
+            ).format(self._table)
+        )
+        self._sql_set_checks = reads.render(
+            SQL(
+                "UPDATE {0} SET key_check = c.key_check FROM unnest(%s::uuid[], %s::bytea[])"
+                " AS c (key_id, key_check) WHERE {0}.key_id = c.key_id AND {0}.key_check IS NULL"
+            ).format(self._table)
         )
         self._sql_owned_keys = reads.render(
             SQL("SELECT key_id FROM {} WHERE user_id = %s AND kind = %s").format(self._table)
@@ -59,16 +65,35 @@ class KeyTable:
             )
         )
 
-    def insert_user_key(self, key_id: UUID, user_id: str, master_id: str, wrapped: bytes) -> None:
+    def insert_user_key(
+        self, key_id: UUID, user_id: str, master_id: str, wrapped: bytes, check: bytes
+    ) -> None:
         """Insert a user's key unless one is there already (the first insert wins)."""
         reads.execute(
-            self.connections, self._sql_insert_user_key, (key_id, user_id, master_id, wrapped)
+            self.connections,
+            self._sql_insert_user_key,
+            (key_id, user_id, master_id, wrapped, check),
         )
 
-    def wrapped(self, key_ids: Iterable[UUID]) -> list[tuple[UUID, str, bytes]]:
-        """(key id, master key id, wrapped key) of each of these keys that still exists."""
+    def wrapped(self, key_ids: Iterable[UUID]) -> list[tuple[UUID, str, bytes, bytes | None]]:
+        """(key id, master key id, wrapped key, check value or None when the row was written
+        before checks were kept) of each of these keys that still exists."""
         rows = reads.fetch_all(self.connections, self._sql_select_keys, (list(key_ids),))
-        return [(row["key_id"], row["master_key_id"], bytes(row["wrapped"])) for row in rows]
+        return [
+            (
+                row["key_id"],
+                row["master_key_id"],
+                bytes(row["wrapped"]),
+                None if row["key_check"] is None else bytes(row["key_check"]),
+            )
+            for row in rows
+        ]
+
+    def set_checks(self, checks: dict[UUID, bytes]) -> None:
+        """Store the check values of keys written before checks were kept (idempotent)."""
+        if checks:
+            ids = list(checks)
+            reads.execute(self.connections, self._sql_set_checks, (ids, [checks[i] for i in ids]))
 
     def owned(self, user_id: str, kind: str) -> list[UUID]:
         """Ids of the live keys of one kind that belong to a user."""

@@ -39,14 +39,16 @@ from domain.ledger.persistence.tables import (
     FINGERPRINTS,
     KEY_CLAIMS,
     LAST_CREATED,
+    STALE_KEY_CONSTRAINTS,
     Claim,
     Fingerprint,
     NewDataKey,
     create_statements,
+    revocation_channel,
     table,
 )
 
-__all__ = ["LedgerRecorder", "Transaction", "lost_claim", "record"]
+__all__ = ["LedgerRecorder", "Transaction", "lost_claim", "record", "stale_key"]
 
 
 class Transaction:
@@ -84,22 +86,33 @@ class LedgerRecorder(PostgresApplicationRecorder):
         # Advisory locks, shared by saves, exclusive for erase and forget (see `exclusive`).
         self._lock_user = prepare("SELECT pg_advisory_xact_lock_shared($1)", "int8")
         self._insert_key = prepare(
-            "INSERT INTO {} (key_id, user_id, kind, subject_memory_id, master_key_id, wrapped)"
-            " VALUES ($1, $2, $3, $4, $5, $6)",
-            "uuid text text uuid text bytea",
+            "INSERT INTO {} (key_id, user_id, kind, subject_memory_id, master_key_id, wrapped,"
+            " key_check) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+            "uuid text text uuid text bytea bytea",
             keys,
         )
         self._link_key = prepare(
             "UPDATE {} SET subject_memory_id = $1 WHERE key_id = $2", "uuid uuid", keys
         )
-        self._shred_memories = prepare(
-            "DELETE FROM {} WHERE key_id = ANY($1) OR subject_memory_id = ANY($1)", "uuid[]", keys
+        # Destroying keys announces their ids on the schema's revocation channel, delivered at
+        # commit to every process listening (DataKeyStore.follow_revocations), 200 ids a note
+        # (a payload holds at most 8000 bytes).
+        self.revocation_channel = revocation_channel(schema)
+        shred = (
+            "WITH gone AS (DELETE FROM {} WHERE %s RETURNING key_id)"
+            " SELECT pg_notify($2, string_agg(key_id::text, ','))"
+            " FROM (SELECT key_id, (row_number() OVER ()) / 200 AS note FROM gone) AS g"
+            " GROUP BY note"
         )
-        self._shred_keys = prepare("DELETE FROM {} WHERE key_id = ANY($1)", "uuid[]", keys)
-        self._shred_user_keys = prepare("DELETE FROM {} WHERE user_id = ANY($1)", "text[]", keys)
+        self._shred_memories = prepare(
+            shred % "key_id = ANY($1) OR subject_memory_id = ANY($1)", "uuid[] text", keys
+        )
+        self._shred_keys = prepare(shred % "key_id = ANY($1)", "uuid[] text", keys)
+        self._shred_user_keys = prepare(shred % "user_id = ANY($1)", "text[] text", keys)
         self._insert_claim = prepare(
-            "INSERT INTO {} (claim, memory_id, user_id) VALUES ($1, $2, $3)",
-            "text uuid text",
+            "INSERT INTO {} (claim, memory_id, user_id, key_id, key_check)"
+            " VALUES ($1, $2, $3, $4, $5)",
+            "text uuid text uuid bytea",
             claims,
         )
         self._release_claims = prepare("DELETE FROM {} WHERE memory_id = ANY($1)", "uuid[]", claims)
@@ -108,10 +121,11 @@ class LedgerRecorder(PostgresApplicationRecorder):
         )
         self._upsert_print = prepare(
             "INSERT INTO {} (candidate_id, user_id, fingerprint, subject_memory_id, state,"
-            " changed_at) VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (candidate_id) DO UPDATE"
+            " changed_at, key_id, key_check) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)"
+            " ON CONFLICT (candidate_id) DO UPDATE"
             " SET state = EXCLUDED.state, changed_at = EXCLUDED.changed_at,"
             " subject_memory_id = COALESCE(EXCLUDED.subject_memory_id, {}.subject_memory_id)",
-            "uuid text text uuid text timestamptz",
+            "uuid text text uuid text timestamptz uuid bytea",
             prints,
             prints,
         )
@@ -145,6 +159,12 @@ class LedgerRecorder(PostgresApplicationRecorder):
             Identifier(self.events_table_name),
         )
 
+        self._sql_having_topics = render(
+            SQL(
+                "SELECT DISTINCT originator_id FROM {}.{} WHERE originator_id = ANY(%s)"
+                " AND topic = ANY(%s)"
+            ).format(Identifier(datastore.schema), Identifier(self.events_table_name))
+        )
         self._sql_last_created = render(
             SQL(
                 "SELECT 1 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
@@ -182,6 +202,14 @@ class LedgerRecorder(PostgresApplicationRecorder):
         """
         rows = reads.fetch_all(self.datastore, self._sql_originators, (topics, topics, user_id))
         return [(UUID(str(row["originator_id"])), row["topic"]) for row in rows]
+
+    def having_topics(self, originator_ids: list[UUID], topics: Sequence[str]) -> set[UUID]:
+        """Which of these originators have an event of one of these topics (by the events
+        table's primary key: one index probe an originator)."""
+        if not originator_ids:
+            return set()
+        rows = reads.fetch_all(self.datastore, self._sql_having_topics, (originator_ids, topics))
+        return {UUID(str(row["originator_id"])) for row in rows}
 
     @on_outage
     def insert_events(
@@ -253,6 +281,7 @@ class LedgerRecorder(PostgresApplicationRecorder):
                 key.subject_memory_id,
                 key.master_key_id,
                 key.wrapped,
+                key.key_check,
             )
         for key_id, memory_id in link_keys:
             tx.add(self._link_key, memory_id, key_id)
@@ -265,25 +294,34 @@ class LedgerRecorder(PostgresApplicationRecorder):
                 p.subject_memory_id,
                 p.state,
                 p.changed_at,
+                p.key_id,
+                p.key_check,
             )
         if prune_prints_before is not None:
             tx.add(self._prune_prints, prune_prints_before)
         if shred_memories:
             ids = list(shred_memories)
-            tx.add(self._shred_memories, ids)
+            tx.add(self._shred_memories, ids, self.revocation_channel)
             tx.add(self._release_claims, ids)
             tx.add(self._shred_memory_prints, ids)
         if shred_keys:
-            tx.add(self._shred_keys, list(shred_keys))
+            tx.add(self._shred_keys, list(shred_keys), self.revocation_channel)
         if shred_users:
             users = list(shred_users)
-            tx.add(self._shred_user_keys, users)
+            tx.add(self._shred_user_keys, users, self.revocation_channel)
             tx.add(self._shred_user_claims, users)
             tx.add(self._shred_user_prints, users)
         # Claims last among the side tables: a conflict (or the wait for a concurrent claim of
         # the same key) comes before the events table's lock is taken.
         for claim in claims:
-            tx.add(self._insert_claim, claim.claim, claim.memory_id, claim.user_id)
+            tx.add(
+                self._insert_claim,
+                claim.claim,
+                claim.memory_id,
+                claim.user_id,
+                claim.key_id,
+                claim.key_check,
+            )
         if stored_events:
             for statement in self._before_events:
                 tx.add(statement)
@@ -322,6 +360,17 @@ def record(
 
 
 def lost_claim(error: IntegrityError) -> bool:
-    """True when the save failed on the key-claim table (psycopg's diagnostics name it)."""
-    constraint = getattr(getattr(error.__cause__, "diag", None), "constraint_name", "")
-    return bool(constraint) and KEY_CLAIMS in constraint
+    """True when the save lost a key claim to another memory (psycopg's diagnostics name the
+    claim table's own unique constraints)."""
+    constraint = _constraint(error)
+    return constraint.startswith(KEY_CLAIMS) and constraint not in STALE_KEY_CONSTRAINTS
+
+
+def stale_key(error: IntegrityError) -> bool:
+    """True when the save hashed under a key that is no longer the live one (destroyed, or
+    destroyed and made again): the command must run again with the key read afresh."""
+    return _constraint(error) in STALE_KEY_CONSTRAINTS
+
+
+def _constraint(error: IntegrityError) -> str:
+    return getattr(getattr(error.__cause__, "diag", None), "constraint_name", "") or ""

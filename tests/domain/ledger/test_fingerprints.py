@@ -86,7 +86,8 @@ def test_a_proposal_about_a_memory_is_keyed_with_that_memory_s_key(
     expected = ledger.hashes.proposal(
         "alice", Scope.global_(), "style", "likes long proofs", "preference", memory.memory_id
     )
-    assert stored[about.candidate_id][0] == expected
+    assert stored[about.candidate_id][0] == expected.value
+    assert expected.key_id == memory.memory_id  # the row names the key it was hashed under
 
     ledger.forget_memory("alice", memory.memory_id)
     assert about.candidate_id not in prints(database_url, pg_schema)  # its row went too

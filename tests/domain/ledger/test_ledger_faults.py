@@ -157,7 +157,10 @@ def test_restoring_an_old_key_backup_does_not_bring_content_back(
         conn.execute(sql.SQL("DELETE FROM {}").format(keys))
         for row in backup:
             conn.execute(
-                sql.SQL("INSERT INTO {} VALUES (%s, %s, %s, %s, %s, %s, %s)").format(keys), row
+                sql.SQL("INSERT INTO {} VALUES ({})").format(
+                    keys, sql.SQL(", ").join([sql.Placeholder()] * len(row))
+                ),
+                row,
             )
 
     restarted = make_ledger()
