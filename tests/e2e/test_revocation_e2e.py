@@ -20,14 +20,7 @@ import pytest
 
 from domain.ledger.ledger import MemoryLedger
 from tests.conftest import command_env
-from tests.e2e.test_server_e2e import (
-    SECRET,
-    Server,
-    expect,
-    free_port,
-    serve_command,
-    wait_until_ready,
-)
+from tests.e2e.test_server_e2e import Server, expect, running_server, serve_command
 from tests.faults.harness import projections_rebuilt
 
 pytestmark = pytest.mark.integration
@@ -36,30 +29,10 @@ pytestmark = pytest.mark.integration
 @pytest.fixture
 def server(database_url: str, pg_schema: str, master_key: str, tmp_path: Path) -> Iterator[Server]:
     """`memledger serve` whose key cache outlives the test (an hour), embedder off."""
-    port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMLEDGER_")} | {
-        "MEMLEDGER_DATABASE_URL": database_url,
-        "MEMLEDGER_SCHEMA": pg_schema,
-        "MEMLEDGER_MASTER_KEY": master_key,
-        "MEMLEDGER_JWT_SECRET": SECRET,
-        "MEMLEDGER_DATA_DIR": str(tmp_path / "data"),
-        "MEMLEDGER_EMBEDDER": "off",
-        "MEMLEDGER_KEY_CACHE_TTL": "3600",
-    }
-    log = tmp_path / "server.log"
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            [*serve_command(), "--host", "127.0.0.1", "--port", str(port)],
-            env=env, cwd=tmp_path, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-        )  # fmt: skip
-    server = Server(process, f"http://127.0.0.1:{port}", log)
-    try:
-        wait_until_ready(server)
-        yield server
-    finally:
-        if process.poll() is None:
-            process.kill()
-        process.wait(timeout=30)
+    with running_server(
+        database_url, pg_schema, master_key, tmp_path, embedder="off", key_cache_ttl="3600"
+    ) as served:
+        yield served
 
 
 def erase_with_the_cli(database_url: str, schema: str, master_key: str, user: str) -> None:

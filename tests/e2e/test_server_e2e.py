@@ -14,6 +14,7 @@ import sys
 import time
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -65,20 +66,30 @@ def serve_command() -> list[str]:
 @pytest.fixture
 def server(database_url: str, pg_schema: str, master_key: str, tmp_path: Path) -> Iterator[Server]:
     """`memledger serve` on a free loopback port, ready; killed afterwards whatever happened."""
+    with running_server(database_url, pg_schema, master_key, tmp_path) as served:
+        yield served
+
+
+@contextmanager
+def running_server(
+    database_url: str, schema: str, master_key: str, folder: Path, **settings: str
+) -> Iterator[Server]:
+    """`memledger serve` on the test's schema, with these MEMLEDGER_* settings besides."""
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMLEDGER_")} | {
         "MEMLEDGER_DATABASE_URL": database_url,
-        "MEMLEDGER_SCHEMA": pg_schema,
+        "MEMLEDGER_SCHEMA": schema,
         "MEMLEDGER_MASTER_KEY": master_key,
         "MEMLEDGER_JWT_SECRET": SECRET,
-        "MEMLEDGER_DATA_DIR": str(tmp_path / "data"),
+        "MEMLEDGER_DATA_DIR": str(folder / "data"),
+        **{f"MEMLEDGER_{name.upper()}": value for name, value in settings.items()},
     }
-    log = tmp_path / "server.log"
+    log = folder / "server.log"
     with log.open("wb") as out:
         process = subprocess.Popen(
             [*serve_command(), "--host", "127.0.0.1", "--port", str(port)],
             env=env,
-            cwd=tmp_path,
+            cwd=folder,
             stdout=out,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,

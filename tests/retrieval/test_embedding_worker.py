@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable, Sequence
 from typing import Any
 from uuid import UUID
@@ -32,6 +31,7 @@ from retrieval.vectors.service import (
     from_bytes,
     passage_text,
 )
+from tests.polling import until
 from tests.retrieval.test_vector_matrix import Words
 
 pytestmark = pytest.mark.integration
@@ -77,16 +77,6 @@ def vectors(worker: ProjectionWorker) -> dict[UUID, Any]:
         ).fetchall()
     seal = Tables(worker.schema).seal  # stored sealed with each memory's data key
     return {memory_id: open_vector(seal, memory_id, vector) for memory_id, vector in rows}
-
-
-def until(condition: Callable[[], bool], seconds: float = 20.0) -> bool:
-    """Poll a background worker's effect (a bound on waiting, not a timing assertion)."""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.05)
-    return condition()
 
 
 def test_a_slow_embedder_holds_back_neither_projections_nor_reads(

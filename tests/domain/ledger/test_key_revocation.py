@@ -8,7 +8,6 @@ process destroyed. The listener tests check that a following ledger drops such k
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from uuid import UUID
 
@@ -21,6 +20,7 @@ from domain.ledger.keystore import user_key_id
 from domain.ledger.ledger import MemoryLedger
 from domain.model.values import Scope
 from replay import replay_events
+from tests.polling import until
 
 Make = Callable[..., MemoryLedger]
 GLOBAL = Scope.global_()
@@ -145,15 +145,6 @@ def held_without_asking(ledger: MemoryLedger, key_id: UUID, asked: list[set[UUID
     return not asked
 
 
-def wait_for(condition: Callable[[], bool], seconds: float = 10.0) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.02)
-    return False
-
-
 def test_a_following_process_drops_a_key_destroyed_elsewhere_at_once(
     make_ledger: Make, asked: list[set[UUID]]
 ) -> None:
@@ -165,7 +156,7 @@ def test_a_following_process_drops_a_key_destroyed_elsewhere_at_once(
 
     make_ledger().forget_memory("alice", memory_id)
     # The note arrives within milliseconds; then the key is gone without asking the table.
-    assert wait_for(lambda: follower.keys.get(memory_id) is None)
+    assert until(lambda: follower.keys.get(memory_id) is None)
     assert held_without_asking(follower, memory_id, asked)
 
 
@@ -179,7 +170,7 @@ def test_an_erase_elsewhere_drops_the_users_own_key_too(
     assert own is not None
 
     make_ledger().erase_user("alice")
-    assert wait_for(lambda: follower.keys.get(user_key_id("alice")) is None)
+    assert until(lambda: follower.keys.get(user_key_id("alice")) is None)
 
 
 def listener_pids(database_url: str, channel: str) -> list[int]:
@@ -204,7 +195,7 @@ def test_while_the_listener_is_down_no_cached_key_is_trusted(
     with psycopg.connect(database_url, autocommit=True) as conn:
         conn.execute("SELECT pg_terminate_backend(%s)", (pid,))
     # Lost: every look-up reads the table until the listener listens again.
-    assert wait_for(lambda: not held_without_asking(follower, memory_id, asked))
-    assert wait_for(lambda: len(listener_pids(database_url, channel)) == 1)
+    assert until(lambda: not held_without_asking(follower, memory_id, asked))
+    assert until(lambda: len(listener_pids(database_url, channel)) == 1)
     follower.keys.get(memory_id)
-    assert wait_for(lambda: held_without_asking(follower, memory_id, asked))
+    assert until(lambda: held_without_asking(follower, memory_id, asked))
