@@ -26,6 +26,7 @@ from projections.views.embeddings import Embeddings
 from projections.worker import ProjectionWorker, ensure_tables
 from retrieval.cache import QueryCache
 from retrieval.vectors.configured import make_embedder
+from retrieval.vectors.queue import FairQueue
 from retrieval.vectors.service import EmbeddingService
 
 __all__ = [
@@ -177,6 +178,9 @@ def build_embeddings(settings: Settings) -> EmbeddingService:
             timeout=settings.embedder_timeout,
         ),
         matrix_bytes=settings.vector_cache_mb * 1024 * 1024,
+        query_chars=settings.query_embed_chars,
+        query_budget=settings.query_embed_budget,
+        query_queue=FairQueue(settings.query_embed_concurrency),
     )
 
 

