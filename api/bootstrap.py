@@ -15,6 +15,7 @@ from psycopg_pool import ConnectionPool
 from api.access_log import AccessLog
 from api.deps import Services
 from api.embedded import ensure_schema, start_embedded_postgres
+from api.limits import UserLimits
 from api.metrics import Metrics
 from api.settings import Settings
 from domain.ledger.keyring import KeyringError, MasterKeyring, generate_master_key
@@ -255,6 +256,7 @@ def build_services(
         search_cache=QueryCache(ttl=settings.search_cache_ttl),
         embeddings=embeddings,
         embedding_worker=embedding_worker,
+        limits=UserLimits(settings.user_concurrency, settings.user_search_concurrency),
     )
 
 

@@ -55,6 +55,12 @@ class Metrics:
             "memledger_candidates", "candidate decisions", ["decision"], registry=r
         )
         self.conflicts = Counter("memledger_conflicts", "409 answers", ["reason"], registry=r)
+        self.limited = Counter(
+            "memledger_user_limited",
+            "429 answers: a user at a per-user concurrency limit, by kind (request, search)",
+            ["kind"],
+            registry=r,
+        )
         self.corrections = Counter(
             "memledger_corrections", "user corrections of memories", registry=r
         )

