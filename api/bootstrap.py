@@ -257,6 +257,7 @@ def build_services(
         embeddings=embeddings,
         embedding_worker=embedding_worker,
         limits=UserLimits(settings.user_concurrency, settings.user_search_concurrency),
+        max_concurrency=settings.max_concurrency,
     )
 
 

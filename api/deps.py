@@ -181,6 +181,9 @@ class Services:
     """The embeddings projection's own worker (its lag is reported; reads never wait for it)."""
     limits: UserLimits = field(default_factory=UserLimits)
     """Per-user concurrency (api/limits.py): past it, 429 with Retry-After."""
+    max_concurrency: int = 0
+    """Requests in flight in the process (api/middleware.py `Admission`); past it 503 with
+    Retry-After. 0 (services built by hand, in tests): no cap."""
     _written: dict[str, int] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 

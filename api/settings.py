@@ -134,6 +134,36 @@ class Settings(BaseSettings):
     otel_endpoint: str | None = Field(
         None, description="OTLP/HTTP traces endpoint; unset: the OTEL_EXPORTER_OTLP_* variables"
     )
+    max_concurrency: int = Field(
+        64,
+        ge=0,
+        le=100000,
+        description="HTTP requests in flight in the process; past it 503 with Retry-After"
+        " (0: no cap)",
+    )
+    max_connections: int = Field(
+        1024,
+        ge=0,
+        le=1000000,
+        description="open HTTP connections; the requests of one opened past it get 503 with"
+        " Retry-After and it is closed (0: no cap)",
+    )
+    keep_alive_timeout: float = Field(
+        5.0,
+        gt=0,
+        le=300,
+        description="seconds a connection may stay idle: before its first request and between"
+        " requests",
+    )
+    header_timeout: float = Field(
+        5.0, gt=0, le=300, description="seconds from a request head's first byte to its end"
+    )
+    body_timeout: float = Field(
+        10.0,
+        gt=0,
+        le=3600,
+        description="seconds from the end of a request head to the end of its body",
+    )
     host: str = "127.0.0.1"
     port: int = Field(8000, ge=1, le=65535)
 
