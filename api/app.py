@@ -17,7 +17,7 @@ from api.deps import Services
 from api.errors import install_error_handlers, unavailable
 from api.mcp.http import mount_mcp
 from api.metrics import StateCollector
-from api.middleware import BodyLimit, RequestContext
+from api.middleware import Admission, BodyLimit, RequestContext
 from api.openapi import document, mount_docs, operation_id
 from api.routes import audit, audit_replay, candidates, legacy, memories, settings, tools
 from api.schemas.errors import ERROR_RESPONSES
@@ -57,6 +57,8 @@ def create_app(services: Services, *, max_lag: int = 1000) -> FastAPI:
             seconds=services.request_deadline,
             late=lambda: unavailable(services.retry_after),
         )
+    # Outside the deadline: a request refused at the limits is answered at once.
+    app.add_middleware(Admission, limit=services.max_concurrency, retry_after=services.retry_after)
     app.add_middleware(RequestContext, metrics=services.metrics)  # outermost: ids every answer
     services.metrics.watch(
         StateCollector(

@@ -15,6 +15,7 @@ from psycopg_pool import ConnectionPool
 from api.access_log import AccessLog
 from api.deps import Services
 from api.embedded import ensure_schema, start_embedded_postgres
+from api.limits import UserLimits
 from api.metrics import Metrics
 from api.settings import Settings
 from domain.ledger.keyring import KeyringError, MasterKeyring, generate_master_key
@@ -26,6 +27,7 @@ from projections.views.embeddings import Embeddings
 from projections.worker import ProjectionWorker, ensure_tables
 from retrieval.cache import QueryCache
 from retrieval.vectors.configured import make_embedder
+from retrieval.vectors.queue import FairQueue
 from retrieval.vectors.service import EmbeddingService
 
 __all__ = [
@@ -177,6 +179,9 @@ def build_embeddings(settings: Settings) -> EmbeddingService:
             timeout=settings.embedder_timeout,
         ),
         matrix_bytes=settings.vector_cache_mb * 1024 * 1024,
+        query_chars=settings.query_embed_chars,
+        query_budget=settings.query_embed_budget,
+        query_queue=FairQueue(settings.query_embed_concurrency),
     )
 
 
@@ -251,6 +256,8 @@ def build_services(
         search_cache=QueryCache(ttl=settings.search_cache_ttl),
         embeddings=embeddings,
         embedding_worker=embedding_worker,
+        limits=UserLimits(settings.user_concurrency, settings.user_search_concurrency),
+        max_concurrency=settings.max_concurrency,
     )
 
 

@@ -7,7 +7,7 @@ import inspect
 import logging
 import re
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, Final
@@ -18,6 +18,7 @@ from fastapi.routing import APIRoute
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from api.access_log import AccessLog
+from api.limits import UserLimits
 from api.metrics import Metrics
 from domain import context
 from domain.errors import InvalidInput, LedgerUnavailable, PolicyDenied
@@ -178,6 +179,11 @@ class Services:
     """The embedder for hybrid search (None, or one without embedder: lexical only)."""
     embedding_worker: ProjectionWorker | None = None
     """The embeddings projection's own worker (its lag is reported; reads never wait for it)."""
+    limits: UserLimits = field(default_factory=UserLimits)
+    """Per-user concurrency (api/limits.py): past it, 429 with Retry-After."""
+    max_concurrency: int = 0
+    """Requests in flight in the process (api/middleware.py `Admission`); past it 503 with
+    Retry-After. 0 (services built by hand, in tests): no cap."""
     _written: dict[str, int] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -265,16 +271,18 @@ def _identity(
     request: Request,
     services: ServicesDep,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
-) -> Identity:
+) -> Iterator[Identity]:
     token = credentials.credentials.strip() if credentials is not None else ""
     if not token:
         raise InvalidToken("no bearer token")
     identity = verify_token(token, services.jwt_secret)
     request.scope.setdefault("state", {})["user_id"] = identity.user_id
-    return identity
+    with services.limits.hold(identity.user_id):  # UserBusy: 429 (api/limits.py)
+        yield identity
 
 
-CurrentIdentity = Annotated[Identity, Depends(_identity)]
+CurrentIdentity = Annotated[Identity, Depends(_identity, scope="function")]
+"""The caller, verified; the request holds one of the caller's slots while its route runs."""
 
 
 def fresh_reads(*projections: str) -> Callable[..., Reads]:

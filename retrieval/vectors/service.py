@@ -7,6 +7,11 @@ the embedder is not tried again for `retry_after` seconds. `state()` is what /re
 /metrics report. Query vectors are cached in memory only (LRU), keyed by the normalised query
 (the form the search cache keys on), and so are the users' vector matrices (`matrices`, see
 retrieval/vectors/matrix_cache.py); nothing here is written anywhere.
+
+A query's work is bounded: only its first `query_chars` characters are embedded (`capped`),
+and the embedding runs on the fair queue of retrieval/vectors/queue.py within `query_budget`
+seconds (and the request's deadline); past them the caller gets None, so the search answers
+lexically, and the timeout is counted (`EmbeddingState.query_timeouts`) and logged.
 """
 
 from __future__ import annotations
@@ -16,23 +21,28 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from typing import Final, Protocol
 
 import numpy as np
 import numpy.typing as npt
 
+from domain import context
 from domain.model.values import normalise_content
 from projections.views.embeddings import DTYPE, Vectors, from_bytes, passage_text, to_bytes
 from retrieval.vectors.matrix_cache import DEFAULT_MAX_BYTES, MatrixCache
+from retrieval.vectors.queue import FairQueue
 
 __all__ = [
     "DTYPE",
+    "QUERY_CHARS",
     "Embedder",
     "EmbedderError",
     "EmbeddingService",
     "EmbeddingState",
     "Vectors",
+    "capped",
     "from_bytes",
     "normalised",
     "passage_text",
@@ -68,6 +78,25 @@ def normalised(matrix: npt.ArrayLike) -> Vectors:
 
 _log = logging.getLogger(__name__)
 DEFAULT_QUERY_CACHE: Final = 2048
+QUERY_CHARS: Final = 100
+"""Characters of a query that are embedded (MEMLEDGER_QUERY_EMBED_CHARS). e5's tokeniser makes
+about one token of a CJK character and of three to four Latin ones, so this is at most about
+105 tokens with the `query: ` prefix: a fifth of e5-small's 512, a seventh of the model time of
+a 500-character Chinese query, and above every query of the evaluation sets (1,135, the longest
+68 characters and 22 tokens), whose recall it therefore leaves as it was. The lexical part of a
+search still reads the whole query."""
+
+
+def capped(text: str, chars: int) -> str:
+    """The first `chars` characters of `text`, without a Latin word cut in two."""
+    if len(text) <= chars:
+        return text
+    head = text[:chars]
+    if head[-1].isascii() and head[-1].isalnum() and text[chars].isalnum():
+        space = head.rfind(" ")
+        if space > chars // 2:
+            head = head[:space]
+    return head.rstrip()
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +113,10 @@ class EmbeddingState:
     queries: int
     query_cache_hits: int
     failures: int
+    query_timeouts: int = 0
+    """Query embeddings not done within their budget: those searches were lexical."""
+    queries_capped: int = 0
+    """Queries longer than `query_chars`, of which only the first characters were embedded."""
 
 
 class EmbeddingService:
@@ -97,8 +130,19 @@ class EmbeddingService:
         retry_after: float = 30.0,
         clock: Callable[[], float] = time.monotonic,
         matrix_bytes: int = DEFAULT_MAX_BYTES,
+        query_chars: int = QUERY_CHARS,
+        query_budget: float | None = None,
+        query_queue: FairQueue | None = None,
     ) -> None:
+        if query_chars < 1 or (query_budget is not None and query_budget <= 0):
+            raise ValueError("query_chars must be at least 1 and query_budget positive")
         self.embedder = embedder
+        self.query_chars = query_chars
+        """Only this many characters of a query are embedded (`capped`)."""
+        self.query_budget = query_budget
+        """Seconds a search waits for its query's vector (None: as long as the request may)."""
+        self.queue = query_queue if query_queue is not None else FairQueue()
+        """Where query embeddings run, fairly across users (retrieval/vectors/queue.py)."""
         self.matrices = MatrixCache(matrix_bytes)
         """Users' vector matrices for search, in memory (dropped when their vectors change)."""
         self.retry_after = retry_after
@@ -109,6 +153,7 @@ class EmbeddingService:
         self._down_until = 0.0
         self._error: str | None = None if embedder is not None else "no embedder configured"
         self._passages = self._queries = self._hits = self._failures = 0
+        self._timeouts = self._capped = 0
         self._passage_seconds = 0.0
 
     @property
@@ -133,6 +178,8 @@ class EmbeddingService:
                 self._queries,
                 self._hits,
                 self._failures,
+                self._timeouts,
+                self._capped,
             )
 
     def _failed(self, error: Exception) -> None:
@@ -148,8 +195,20 @@ class EmbeddingService:
                 self._error = None
 
     def warm_up(self) -> bool:
-        """Load the model now (at start-up) rather than on the first search; True if it works."""
-        return self.query("warm up") is not None
+        """Load the model now (at start-up) rather than on the first search; True if it works.
+
+        Waits as long as loading takes (no query budget), on the queue's thread.
+        """
+        embedder = self.embedder
+        if not self.available or embedder is None:
+            return False
+        try:
+            self.queue.submit("", lambda: embedder.query("warm up")).result()
+        except Exception as error:
+            self._failed(error)
+            return False
+        self._succeeded()
+        return True
 
     def passages(self, texts: Sequence[str]) -> Vectors | None:
         """Vectors of memory texts, or None when the embedder is off or failed."""
@@ -167,33 +226,66 @@ class EmbeddingService:
         self._succeeded()
         return vectors
 
-    def query(self, text: str, *, normal: bool = False) -> Vectors | None:
-        """The vector of a query (cached by its normalised form), or None when unavailable.
+    def query(self, text: str, *, normal: bool = False, user: str = "") -> Vectors | None:
+        """The vector of a query (cached by its capped normalised form), or None when the
+        embedder is unavailable or the vector is not ready within the budget.
 
-        `normal`: `text` is already `normalise_content`'s form (`Query.normal`).
+        `normal`: `text` is already `normalise_content`'s form (`Query.normal`). `user`: whose
+        search it is, for the fair queue.
         """
         if not self.available or self.embedder is None:
             return None
-        key = text if normal else normalise_content(text)
+        normal_text = text if normal else normalise_content(text)
+        key = capped(normal_text, self.query_chars)
         with self._lock:
             self._queries += 1
+            self._capped += key != normal_text
             cached = self._cache.get(key)
             if cached is not None:
                 self._cache.move_to_end(key)
                 self._hits += 1
                 return cached
+        embedder = self.embedder
+
+        def embed() -> Vectors:  # on the queue's thread, recorded before the caller hears
+            try:
+                vector = embedder.query(key)
+            except Exception as error:
+                self._failed(error)
+                raise
+            self._succeeded()
+            self._remember(key, vector)
+            return vector
+
+        job = self.queue.submit(user, embed)
+        budget = self._budget()
         try:
-            vector = self.embedder.query(key)
-        except Exception as error:
-            self._failed(error)
+            return job.result(timeout=budget)
+        except FutureTimeout:
+            job.cancel()  # dropped if it has not started; else it finishes into the cache
+            with self._lock:
+                self._timeouts += 1
+            _log.warning(
+                "query embedding not done within %.2fs: lexical search",
+                budget,
+                extra={"user_id": user or None, "request_id": context.current_request_id()},
+            )
             return None
-        self._succeeded()
+        except Exception:  # the embedder failed (recorded by embed): lexical search
+            return None
+
+    def _budget(self) -> float | None:
+        left = context.remaining()
+        if left is None:
+            return self.query_budget
+        return max(0.0, left if self.query_budget is None else min(self.query_budget, left))
+
+    def _remember(self, key: str, vector: Vectors) -> None:
         if self._cache_size:
             with self._lock:
                 self._cache[key] = vector
                 while len(self._cache) > self._cache_size:
                     self._cache.popitem(last=False)
-        return vector
 
     def vectors_changed(self, schema: str, users: set[str]) -> None:
         """These users' vectors changed: their cached matrices are dropped (the view calls it)."""

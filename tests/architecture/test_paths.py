@@ -39,10 +39,10 @@ ACTIVE_MEMORIES = {
 }
 """The view modules that write an active_memories row (the worker also applies the others)."""
 
-CREATE_TO_EVENTS_ROW = 20
-CREATE_TO_ACTIVE_ROW = 28
-LEXICAL_SEARCH = 20
-HYBRID_SEARCH = 28
+CREATE_TO_EVENTS_ROW = 21
+CREATE_TO_ACTIVE_ROW = 29
+LEXICAL_SEARCH = 21
+HYBRID_SEARCH = 30
 KEY_FETCH = {
     "domain/ledger/keyring.py",
     "domain/ledger/persistence/key_table.py",
