@@ -309,21 +309,26 @@ class ProjectionWorker:
         if not position:
             return True
         wanted = [p.name for p in self.projections if names is None or p.name in names]
-        if all(self._committed.get(name, 0) >= position for name in wanted):
+        if self._reached(wanted, position):
             return True  # this process committed them that far: no query needed
         deadline = time.monotonic() + timeout
-        poll = 0.05  # this process's batches wake it at once; other processes' are polled
+        poll, next_poll = 0.05, 0.0  # this process's commits wake it; others' are polled
         while True:
-            positions = self.positions(self.status_pool)
-            if names is not None:
-                positions = {n: p for n, p in positions.items() if n in names}
-            if min(positions.values(), default=position) >= position:
-                return True
-            remaining = deadline - time.monotonic()
+            now = time.monotonic()
+            if now >= next_poll:
+                positions = self.positions(self.status_pool)
+                if min((positions[n] for n in wanted), default=position) >= position:
+                    return True
+                # Polled less often the longer it takes: many waiting requests must not keep
+                # the read pool (and the CPU) busy while the projections are held up.
+                next_poll, poll = now + poll, min(0.4, poll * 2)
+            remaining = deadline - now
             if remaining <= 0:
                 return False
-            with self._progress:
-                self._progress.wait(min(remaining, poll))
-            # Polled less often the longer it takes: many waiting requests must not keep the
-            # read pool (and the CPU) busy while the projections are held up.
-            poll = min(0.4, poll * 2)
+            with self._progress:  # each projection's commit wakes it: checked, no query
+                if self._reached(wanted, position):
+                    return True
+                self._progress.wait(min(remaining, next_poll - now))
+
+    def _reached(self, names: Sequence[str], position: int) -> bool:
+        return all(self._committed.get(name, 0) >= position for name in names)
