@@ -11,6 +11,8 @@ lock_timeout` (MEMLEDGER_LOCK_TIMEOUT, 5 s by default):
 - what is maintenance only (an index, a table's autovacuum options, an index dropped) is
   skipped with a warning when its table stays locked, and done at the next start: the other
   statements of the same projection are skipped too (they would wait on the same tables).
+
+Then the tables a killed rebuild left behind are dropped (projections/rebuild/leftovers.py).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from psycopg_pool import ConnectionPool
 from projections import layout
 from projections.base import Projection
 from projections.quarantine import create_quarantine
+from projections.rebuild.leftovers import drop_leftovers
 from projections.tracking import Tables, create_tracking, lock_key, set_lock_timeout
 
 __all__ = ["ATTEMPTS", "StartupLocked", "ensure_tables"]
@@ -49,7 +52,7 @@ def ensure_tables(
 ) -> None:
     """Create the live tables of every projection, the tracking and quarantine tables, if
     missing; the tables of a projection an older release laid out otherwise are dropped and
-    projected again from the log (projections/layout.py).
+    projected again from the log (projections/layout.py); a killed rebuild's tables dropped.
 
     Each statement commits on its own: CREATE INDEX IF NOT EXISTS takes a SHARE lock on its
     table even when the index exists, and one transaction over all of them would hold one
@@ -72,6 +75,7 @@ def ensure_tables(
                 _needed(conn, lock_timeout, names, lambda: layout.reset(conn, older, t))
             for projection in projections:
                 _create(conn, projection, t, lock_timeout)
+            drop_leftovers(conn, schema, lock_timeout)
         finally:
             try:
                 with conn.transaction():

@@ -109,6 +109,7 @@ def rebuild_projections(
                 batch_size=batch,
                 progress=lambda n: progress.advance(task, n),
                 processes=processes,
+                lock_timeout=settings.lock_timeout,
             )
     finally:
         worker.pool.close()
@@ -193,7 +194,9 @@ def projections_quarantine(
         concerned = sorted({e.projection for e in entries})
         if concerned:
             chosen = select(concerned, _embeddings_of(embedding_worker))
-            rebuild(ledger, worker.pool, settings.db_schema, chosen)
+            rebuild(
+                ledger, worker.pool, settings.db_schema, chosen, lock_timeout=settings.lock_timeout
+            )
         with worker.pool.connection() as conn:
             still = {(e.projection, e.position) for e in quarantined(conn, worker.tables, names)}
     finally:
