@@ -93,20 +93,14 @@ def apply_batch(
     applied = Applied()
     timeouts = lock_timeouts or {}
     for i, projection in enumerate(projections):
-        last = i == len(projections) - 1
+        settings = _settings(timeouts.get(projection.name), i == len(projections) - 1)
         try:
-            with conn.transaction():
-                timeout = timeouts.get(projection.name)
-                settings = _SETTINGS.get((timeout is not None, last))
-                if settings is not None:
-                    ms = [f"{max(1, int(timeout * 1000))}ms"] if timeout is not None else []
-                    conn.execute(settings, ms)
-                try:
-                    _advance(conn, projection, t, batch, one_by_one=False)
-                except Exception as error:  # an event's failure: again, one event at a time
-                    if failure(error, conn) != "event":
-                        raise
-                    _advance(conn, projection, t, batch, one_by_one=True)
+            try:
+                _advance(conn, projection, t, batch, settings, one_by_one=False)
+            except Exception as error:  # an event's failure: again, one event at a time
+                if failure(error, conn) != "event":
+                    raise
+                _advance(conn, projection, t, batch, settings, one_by_one=True)
         except Exception as error:
             verdict = set_aside(error, conn)
             if verdict is None:
@@ -119,17 +113,29 @@ def apply_batch(
     return applied
 
 
+def _settings(timeout: float | None, durable: bool) -> tuple[SQL, list[str]] | None:
+    """The statement setting the transaction's lock timeout and commit (None: the session's)."""
+    statement = _SETTINGS.get((timeout is not None, durable))
+    if statement is None:
+        return None
+    return statement, [f"{max(1, int(timeout * 1000))}ms"] if timeout is not None else []
+
+
 def _advance(
     conn: Connection[Any],
     projection: Projection,
     t: Tables,
     batch: Sequence[Envelope],
+    settings: tuple[SQL, list[str]] | None,
     *,
     one_by_one: bool,
 ) -> None:
-    """In a savepoint: lock the projection's position, apply the events after it (together,
-    or `one_by_one`, quarantining those it cannot apply), and move it to the last."""
+    """In a transaction (no savepoint: a failed one is rolled back whole): lock the
+    projection's position, apply the events after it (together, or `one_by_one`,
+    quarantining those it cannot apply), and move it to the last."""
     with conn.transaction(), conn.cursor() as cur:
+        if settings is not None:
+            cur.execute(*settings)
         position = locked_position(cur, t, projection.name)
         pending = [e for e in batch if e.position > position]
         if pending:
