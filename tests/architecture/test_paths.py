@@ -40,7 +40,7 @@ ACTIVE_MEMORIES = {
 """The view modules that write an active_memories row (the worker also applies the others)."""
 
 CREATE_TO_EVENTS_ROW = 20
-CREATE_TO_ACTIVE_ROW = 28
+CREATE_TO_ACTIVE_ROW = 29
 LEXICAL_SEARCH = 20
 HYBRID_SEARCH = 28
 KEY_FETCH = {
