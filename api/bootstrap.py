@@ -130,12 +130,18 @@ def _key_lines(path: Path) -> list[str]:
 
 
 def build_pool(settings: Settings, database_url: str, *, max_size: int = 4) -> ConnectionPool[Any]:
-    """A connection pool for a projection worker (applying, tracking), autocommit, LIFO."""
+    """A connection pool for a projection worker (applying, tracking), autocommit, LIFO; no
+    statement on it waits more than `lock_timeout` for a lock (a transaction may set less)."""
+    lock_ms = int(settings.lock_timeout * 1000)
     return LifoReadPool(
         database_url,
         min_size=1,
         max_size=max_size,
-        kwargs={"autocommit": True, "connect_timeout": settings.connect_timeout},
+        kwargs={
+            "autocommit": True,
+            "connect_timeout": settings.connect_timeout,
+            "options": f"-c lock_timeout={lock_ms}",  # set at connection start: no round trip
+        },
         open=True,
         name="memledger-projections",
         reconnect_timeout=RECONNECT_TIMEOUT,
@@ -192,13 +198,21 @@ def build_worker(
     embeddings: EmbeddingService | None = None,
     *,
     status_pool: ConnectionPool[Any] | None = None,
+    ensure: bool = True,
 ) -> ProjectionWorker:
     """The worker of every projection but embeddings (see `build_embedding_worker`), with the
-    tables of all created if missing. Read-your-writes waits for this one only, reading its
-    positions through `status_pool` (the API's read pool; the worker's own by default).
+    tables of all created if missing (unless not `ensure`: nothing is created, no DDL lock is
+    taken). Read-your-writes waits for this one only, reading its positions through
+    `status_pool` (the API's read pool; the worker's own by default).
     """
     pool = build_pool(settings, database_url)
-    ensure_tables(pool, settings.db_schema, all_projections(embeddings))
+    if ensure:
+        ensure_tables(
+            pool,
+            settings.db_schema,
+            all_projections(embeddings),
+            lock_timeout=settings.lock_timeout,
+        )
     return ProjectionWorker(
         ledger, pool, settings.db_schema, main_projections(), status_pool=status_pool
     )
@@ -211,6 +225,7 @@ def build_embedding_worker(
     embeddings: EmbeddingService,
     *,
     status_pool: ConnectionPool[Any] | None = None,
+    ensure: bool = True,
 ) -> ProjectionWorker:
     """The embeddings projection's own worker: small batches, a small pool of its own.
 
@@ -220,7 +235,8 @@ def build_embedding_worker(
     """
     pool = build_pool(settings, database_url, max_size=2)
     projections = [Embeddings(embeddings)]
-    ensure_tables(pool, settings.db_schema, projections)
+    if ensure:
+        ensure_tables(pool, settings.db_schema, projections, lock_timeout=settings.lock_timeout)
     return ProjectionWorker(
         ledger,
         pool,

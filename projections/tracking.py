@@ -3,31 +3,23 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, LiteralString
+from dataclasses import dataclass
+from typing import Any, LiteralString
 
 from psycopg import Connection, Cursor
-from psycopg.sql import SQL, Composed
+from psycopg.sql import SQL, Composed, Identifier
 
-from projections.envelope import Envelope
-from projections.quarantine import apply_each, failure
 from projections.sealed import RowSeal, seal_for
-
-if TYPE_CHECKING:
-    from projections.base import Projection
-from dataclasses import dataclass
-
-from psycopg.sql import Identifier
 
 __all__ = [
     "PREFIX",
     "TRACKING",
     "Tables",
-    "apply_batch",
     "create_tracking",
     "lock_key",
     "locked_position",
     "read_positions",
+    "set_lock_timeout",
     "set_position",
 ]
 
@@ -90,6 +82,13 @@ def lock_key(schema: str, name: str) -> int:
     return int.from_bytes(digest[:8], "big", signed=True)
 
 
+def set_lock_timeout(conn: Connection[Any], seconds: float) -> None:
+    """`SET LOCAL lock_timeout` for the transaction `conn` is in (at least 1 ms: 0 is none)."""
+    conn.execute(
+        SQL("SELECT set_config('lock_timeout', %s, true)"), (f"{max(1, int(seconds * 1000))}ms",)
+    )
+
+
 def read_positions(conn: Connection[Any], t: Tables) -> dict[str, int]:
     """Every projection's position (missing: never ran)."""
     rows = conn.execute(SQL("SELECT projection, position FROM {}").format(t[TRACKING])).fetchall()
@@ -121,63 +120,3 @@ def set_position(cur: Cursor[Any], t: Tables, name: str, position: int) -> None:
         ),
         (position, name),
     )
-
-
-def apply_batch(
-    conn: Connection[Any],
-    projections: Sequence[Projection],
-    t: Tables,
-    batch: Sequence[Envelope],
-    failed: Callable[[Projection, Exception], None],
-) -> list[Projection]:
-    """Apply the events each projection has not seen, and its new position, exactly once.
-
-    Each projection's tracking row is locked first, so a concurrent runner waits and then skips
-    what this one applied. All in one transaction, one savepoint per projection.
-
-    An event a projection cannot apply is quarantined and its position moves past it, its
-    other events applied (projections/quarantine.py). A projection that cannot run at all
-    is rolled back to its savepoint, reported to `failed` and left out (its position does not
-    move); the others, rows and positions, commit together. So a batch costs one commit, not
-    one per projection, and a broken projection still never holds the others back. Transient
-    database errors (the connection lost, a serialization failure, a timeout) propagate:
-    then nothing of the batch is committed. Returns the projections that applied the batch.
-    """
-    done: list[Projection] = []
-    with conn.transaction():
-        for projection in projections:
-            try:
-                try:
-                    _advance(conn, projection, t, batch, one_by_one=False)
-                except Exception as error:  # an event's failure: again, one event at a time
-                    if failure(error, conn) != "event":
-                        raise
-                    _advance(conn, projection, t, batch, one_by_one=True)
-            except Exception as error:
-                if failure(error, conn) == "transient":
-                    raise
-                failed(projection, error)
-            else:
-                done.append(projection)
-    return done
-
-
-def _advance(
-    conn: Connection[Any],
-    projection: Projection,
-    t: Tables,
-    batch: Sequence[Envelope],
-    *,
-    one_by_one: bool,
-) -> None:
-    """In a savepoint: lock the projection's position, apply the events after it (together,
-    or `one_by_one`, quarantining those it cannot apply), and move it to the last."""
-    with conn.transaction(), conn.cursor() as cur:
-        position = locked_position(cur, t, projection.name)
-        pending = [e for e in batch if e.position > position]
-        if pending:
-            if one_by_one:
-                apply_each(conn, cur, projection, t, pending)
-            else:
-                projection.apply(cur, t, pending)
-            set_position(cur, t, projection.name, pending[-1].position)

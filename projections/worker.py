@@ -14,52 +14,21 @@ from psycopg.sql import SQL, Identifier
 from psycopg_pool import ConnectionPool
 
 from domain.ledger.ledger import MemoryLedger
-from projections import layout
+from projections.applying import SetAside, apply_batch, set_aside
 from projections.base import Projection
-from projections.envelope import decode_batch
-from projections.quarantine import create_quarantine, quarantine_counts
+from projections.envelope import Envelope, decode_batch
+from projections.quarantine import quarantine_counts
 from projections.sealed import register
-from projections.tracking import Tables, apply_batch, create_tracking, lock_key, read_positions
+from projections.startup import ensure_tables
+from projections.tracking import Tables, lock_key, read_positions
 
-__all__ = ["ProjectionStatus", "ProjectionWorker", "ensure_tables"]
+__all__ = ["PROBE_LOCK_TIMEOUT", "ProjectionStatus", "ProjectionWorker", "ensure_tables"]
 
 _log = logging.getLogger(__name__)
 
-
-def ensure_tables(
-    pool: ConnectionPool[Any], schema: str, projections: Sequence[Projection]
-) -> None:
-    """Create the live tables of every projection, the tracking and quarantine tables, if
-    missing; the tables of a projection an older release laid out otherwise are dropped and
-    projected again from the log (projections/layout.py).
-
-    Each statement commits on its own: CREATE INDEX IF NOT EXISTS takes a SHARE lock on its
-    table even when the index exists, and one transaction over all of them would hold one
-    table's lock while waiting for another's, which a running worker's batch (a rolling
-    restart) could hold the other way round. The statements are idempotent; a session-level
-    advisory lock keeps two starting processes from interleaving them.
-    """
-    t = Tables(schema)
-    key = lock_key(schema, "ddl")
-    with pool.connection() as conn:
-        with conn.transaction():
-            conn.execute(SQL("SELECT pg_advisory_lock(%s)"), (key,))
-        try:
-            for statement in [*create_tracking(t), *create_quarantine(t)]:
-                with conn.transaction():
-                    conn.execute(statement)
-            older = layout.stale(conn, projections, t)
-            if older:  # laid out by an older release: projected again from the log
-                layout.reset(conn, older, t)
-            for statement in [s for projection in projections for s in projection.create(t)]:
-                with conn.transaction():
-                    conn.execute(statement)
-        finally:
-            try:
-                with conn.transaction():
-                    conn.execute(SQL("SELECT pg_advisory_unlock(%s)"), (key,))
-            except psycopg.Error:
-                conn.close()  # the lock goes with the session; the pool drops the connection
+PROBE_LOCK_TIMEOUT = 0.1
+"""Seconds a projection held back by a lock waits for it when retried: still locked, it costs
+the others (applied before it) next to nothing."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,13 +46,17 @@ class ProjectionStatus:
 
 
 class ProjectionWorker:
-    """Applies new ledger events to projections: one transaction per batch, a savepoint each.
+    """Applies new ledger events to projections: a batch decoded once, then applied to each
+    projection in a short transaction of its own (projections/applying.py).
 
     Run it in-process (`start()`/`stop()`) or as its own process (`run()`). Each projection is
     run by the one worker holding its advisory lock; other workers stand by. Database errors
     restart the loop with exponential back-off; an event a projection cannot apply is
-    quarantined and the projection moves on (projections/quarantine.py); a projection that
-    cannot run at all is retried later without holding the others back. Several workers may
+    quarantined and the projection moves on (projections/quarantine.py). A projection that
+    cannot make progress holds back only itself: one whose tables stay locked past
+    `lock_timeout` (or that times out) is retried soon, after up to `max_restart_wait`, the
+    others' batch first and with a short lock timeout; one that cannot run at all is retried
+    later, after up to `max_backoff`. Several workers may
     share a process, each over its own projections (`name` names its thread): the embeddings
     projection has one of its own, with small batches, so that slow embedding never holds back
     the others. When caught up, a worker lets its projections `backfill` step by step,
@@ -103,6 +76,7 @@ class ProjectionWorker:
         max_restart_wait: float = 2.0,
         name: str = "projection-worker",
         status_pool: ConnectionPool[Any] | None = None,
+        lock_timeout: float = 1.0,
     ) -> None:
         self.ledger = ledger
         self.pool = pool
@@ -114,6 +88,7 @@ class ProjectionWorker:
         self.idle_wait = idle_wait
         self.max_backoff = max_backoff
         self.max_restart_wait = max_restart_wait
+        self.lock_timeout = lock_timeout
         self.name = name
         # Where `status()` and `wait()`, called by API requests, read the positions: the
         # API's read pool, so requests never take the connections the worker applies with.
@@ -122,7 +97,7 @@ class ProjectionWorker:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._progress = threading.Condition()
-        self._retry_at: dict[str, float] = {}
+        self._aside = SetAside(held_cap=max_restart_wait, failed_cap=max_backoff)
         # The position up to which this worker committed each projection: what the tracking
         # table holds at least (only a later batch, or another process, moves it further).
         self._committed: dict[str, int] = {}
@@ -165,24 +140,44 @@ class ProjectionWorker:
                 break
             batch = decode_batch(self.ledger.mapper, notes)
             read += len(batch)
-            runnable = self._apply(runnable, batch)
+            runnable = self._apply(runnable, batch, positions)
             with self._progress:
                 self._progress.notify_all()
         return read
 
-    def _apply(self, projections: list[Projection], batch: Any) -> list[Projection]:
-        """Apply a batch to the projections in one transaction; returns those that did.
+    def _apply(
+        self, projections: list[Projection], batch: list[Envelope], positions: dict[str, int]
+    ) -> list[Projection]:
+        """Apply a batch to the projections, each in its own transaction; returns those that
+        are not set aside (those already past it included).
 
-        OperationalError (the database is unwell) propagates: the supervisor backs off and
-        reconnects.
+        Those held back lately go last, with a short lock timeout. OperationalError (the
+        database is unwell) propagates: the supervisor backs off and reconnects.
         """
-        with self.pool.connection() as conn:
-            done = apply_batch(conn, projections, self.tables, batch, self._failed)
         last = batch[-1].position
-        for projection in done:
-            self._retry_at.pop(projection.name + "#", None)
+        behind = [p for p in projections if positions.get(p.name, 0) < last]
+        held = self._aside.held
+        behind.sort(key=lambda p: p.name in held)  # stable: the others in their order
+        timeouts = {
+            p.name: PROBE_LOCK_TIMEOUT if p.name in held else self.lock_timeout for p in behind
+        }
+
+        def committed(projection: Projection) -> None:
+            self._aside.done(projection.name)
             self._committed[projection.name] = max(self._committed.get(projection.name, 0), last)
-        return done
+            with self._progress:  # a read waiting for this projection alone goes on now
+                self._progress.notify_all()
+
+        with self.pool.connection() as conn:
+            applied = apply_batch(
+                conn, behind, self.tables, batch, lock_timeouts=timeouts, committed=committed
+            )
+        for projection, error in applied.held:
+            self._aside.hold_back(projection.name, error)
+        for projection, error in applied.failed:
+            self._aside.failed(projection.name, error)
+        aside = {p.name for p, _ in applied.held + applied.failed}
+        return [p for p in projections if p.name not in aside]
 
     def backfill(
         self, owned: Sequence[Projection] | None = None, *, interruptible: bool = False
@@ -197,33 +192,22 @@ class ProjectionWorker:
             for projection in projections:
                 if not self._may_run(projection.name):
                     continue
-                try:
-                    with self.pool.connection() as conn:
+                with self.pool.connection() as conn:
+                    try:
                         done += projection.backfill(conn, self.tables)
-                except psycopg.OperationalError:
-                    raise
-                except Exception as error:
-                    self._failed(projection, error)
+                    except Exception as error:
+                        verdict = set_aside(error, conn)
+                        if verdict is None:
+                            raise
+                        self._aside.set_aside(verdict, projection.name, error)
             if not done:
                 return total
             total += done
             self.catch_up(projections, interruptible=interruptible)
         return total
 
-    def _failed(self, projection: Projection, error: Exception) -> None:
-        # A broken projection must not hold the others back: retry it later, alone.
-        delay = min(self.max_backoff, 2 * self._retry_at.get(projection.name + "#", 0.5))
-        self._retry_at[projection.name + "#"] = delay
-        self._retry_at[projection.name] = time.monotonic() + delay
-        _log.error(
-            "projection %s failed; retrying in %.1fs",
-            projection.name,
-            delay,
-            exc_info=(type(error), error, error.__traceback__),
-        )
-
     def _may_run(self, name: str) -> bool:
-        return time.monotonic() >= self._retry_at.get(name, 0.0)
+        return self._aside.may_run(name)
 
     # -- following the ledger ----------------------------------------------------------------
 
@@ -277,13 +261,19 @@ class ProjectionWorker:
         Run by the worker holding the candidates projection, so one process sweeps at a time.
         """
         with self.pool.connection() as conn:
-            rows = conn.execute(
-                SQL(
-                    "SELECT candidate_id FROM {} WHERE status = 'pending' AND expires_at <= %s"
-                    " ORDER BY expires_at LIMIT %s"
-                ).format(self.tables["candidates"]),
-                (self.ledger.clock(), limit),
-            ).fetchall()
+            try:
+                rows = conn.execute(
+                    SQL(
+                        "SELECT candidate_id FROM {} WHERE status = 'pending' AND expires_at <= %s"
+                        " ORDER BY expires_at LIMIT %s"
+                    ).format(self.tables["candidates"]),
+                    (self.ledger.clock(), limit),
+                ).fetchall()
+            except psycopg.Error as error:
+                if set_aside(error, conn) != "held":
+                    raise
+                _log.warning("candidates table locked: expiring due candidates later")
+                return 0  # the others go on; swept again after the next batch
         return sum(self.ledger.expire_candidate(row[0]).status == "expired" for row in rows)
 
     def start(self) -> None:
@@ -319,21 +309,26 @@ class ProjectionWorker:
         if not position:
             return True
         wanted = [p.name for p in self.projections if names is None or p.name in names]
-        if all(self._committed.get(name, 0) >= position for name in wanted):
+        if self._reached(wanted, position):
             return True  # this process committed them that far: no query needed
         deadline = time.monotonic() + timeout
-        poll = 0.05  # this process's batches wake it at once; other processes' are polled
+        poll, next_poll = 0.05, 0.0  # this process's commits wake it; others' are polled
         while True:
-            positions = self.positions(self.status_pool)
-            if names is not None:
-                positions = {n: p for n, p in positions.items() if n in names}
-            if min(positions.values(), default=position) >= position:
-                return True
-            remaining = deadline - time.monotonic()
+            now = time.monotonic()
+            if now >= next_poll:
+                positions = self.positions(self.status_pool)
+                if min((positions[n] for n in wanted), default=position) >= position:
+                    return True
+                # Polled less often the longer it takes: many waiting requests must not keep
+                # the read pool (and the CPU) busy while the projections are held up.
+                next_poll, poll = now + poll, min(0.4, poll * 2)
+            remaining = deadline - now
             if remaining <= 0:
                 return False
-            with self._progress:
-                self._progress.wait(min(remaining, poll))
-            # Polled less often the longer it takes: many waiting requests must not keep the
-            # read pool (and the CPU) busy while the projections are held up.
-            poll = min(0.4, poll * 2)
+            with self._progress:  # each projection's commit wakes it: checked, no query
+                if self._reached(wanted, position):
+                    return True
+                self._progress.wait(min(remaining, next_poll - now))
+
+    def _reached(self, names: Sequence[str], position: int) -> bool:
+        return all(self._committed.get(name, 0) >= position for name in names)

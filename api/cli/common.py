@@ -105,6 +105,7 @@ def describe(error: Exception) -> tuple[int, str]:
 
     from domain.errors import InvalidInput, LedgerUnavailable, MasterKeyMissing, NotFound
     from domain.ledger.keyring import KeyringError
+    from projections.startup import StartupLocked
 
     text = " ".join(str(error).split())
     if isinstance(error, ValidationError):
@@ -116,6 +117,8 @@ def describe(error: Exception) -> tuple[int, str]:
         return EXIT_BAD_INPUT, text
     if isinstance(error, NotFound):
         return EXIT_NOT_FOUND, text
+    if isinstance(error, StartupLocked):
+        return EXIT_UNAVAILABLE, f"a table is locked: {text}"
     if isinstance(error, LedgerUnavailable | PersistenceError | psycopg.OperationalError):
         return EXIT_UNAVAILABLE, f"the database is unavailable: {text}"
     return EXIT_INTERNAL, f"internal error: {type(error).__name__}: {text}"

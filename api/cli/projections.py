@@ -109,6 +109,7 @@ def rebuild_projections(
                 batch_size=batch,
                 progress=lambda n: progress.advance(task, n),
                 processes=processes,
+                lock_timeout=settings.lock_timeout,
             )
     finally:
         worker.pool.close()
@@ -135,9 +136,13 @@ def rebuild_projections(
 
 @projections_app.command("status")
 def projections_status() -> None:
-    """Each projection's position in the ledger and how far it lags."""
+    """Each projection's position in the ledger and how far it lags.
+
+    Reads only: it creates no table and takes no DDL lock, so it answers while a table is
+    locked (its reads wait MEMLEDGER_LOCK_TIMEOUT at most for the tracking table's lock).
+    """
     settings = load_settings()
-    ledger, worker, embedding_worker = _ledger_and_workers(settings)
+    ledger, worker, embedding_worker = _ledger_and_workers(settings, ensure=False)
     try:
         for each in (worker, embedding_worker):  # embeddings: their own worker, listed last
             for status in each.status():
@@ -189,7 +194,9 @@ def projections_quarantine(
         concerned = sorted({e.projection for e in entries})
         if concerned:
             chosen = select(concerned, _embeddings_of(embedding_worker))
-            rebuild(ledger, worker.pool, settings.db_schema, chosen)
+            rebuild(
+                ledger, worker.pool, settings.db_schema, chosen, lock_timeout=settings.lock_timeout
+            )
         with worker.pool.connection() as conn:
             still = {(e.projection, e.position) for e in quarantined(conn, worker.tables, names)}
     finally:
@@ -212,9 +219,10 @@ def _quarantine_line(entry: Quarantined) -> str:
 
 
 def _ledger_and_workers(
-    settings: Settings,
+    settings: Settings, *, ensure: bool = True
 ) -> tuple[MemoryLedger, ProjectionWorker, ProjectionWorker]:
-    """The ledger, the main projection worker and the embeddings projection's own worker."""
+    """The ledger, the main projection worker and the embeddings projection's own worker
+    (their tables made if missing, unless not `ensure`)."""
     from api.bootstrap import (
         build_embedding_worker,
         build_embeddings,
@@ -228,8 +236,8 @@ def _ledger_and_workers(
     embeddings = build_embeddings(settings)
     return (
         ledger,
-        build_worker(settings, ledger, url, embeddings),
-        build_embedding_worker(settings, ledger, url, embeddings),
+        build_worker(settings, ledger, url, embeddings, ensure=ensure),
+        build_embedding_worker(settings, ledger, url, embeddings, ensure=ensure),
     )
 
 

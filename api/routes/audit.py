@@ -18,6 +18,7 @@ from api.schemas.text import ID_PATTERN
 from domain.errors import PolicyDenied
 from domain.model.values import MAX_ID_CHARS
 from projections.views.audit_log import AuditLog
+from projections.views.profile import Profile
 
 __all__ = ["AUDITOR_ROLE", "require_auditor", "router"]
 
@@ -55,7 +56,9 @@ def audit_events(
     """
     require_auditor(identity)
     # The ledger head covers any X-Min-Position that can exist; a larger one cannot be awaited.
-    services.wait_for(identity.user_id, services.ledger.position(), [AuditLog.name])
+    # The trail is audit_log's rows with the profile's changes beside them: both are awaited.
+    reading = [AuditLog.name, Profile.name]
+    services.wait_for(identity.user_id, services.ledger.position(), reading)
     rows = services.reads.audit(after=after, limit=limit, user_id=user_id, memory_id=memory_id)
     items = [AuditEvent.model_validate(row) for row in rows]
     return AuditPage(items=items, next_after=items[-1].position if items else after)

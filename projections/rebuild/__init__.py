@@ -17,14 +17,15 @@ replaces the projection's live quarantine (the report counts the entries that di
 
 from __future__ import annotations
 
+import functools
 import logging
-import secrets
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from psycopg import Connection
+from psycopg.errors import LockNotAvailable
 from psycopg.sql import SQL, Identifier
 from psycopg_pool import ConnectionPool
 
@@ -39,15 +40,18 @@ from projections.rebuild.lanes import (
     fill_lanes,
     rare_collections,
 )
+from projections.rebuild.leftovers import claimed, drop_leftovers, new_suffix
 from projections.rebuild.processes import Unpartitionable, can_partition, fill_partitioned
 from projections.rebuild.reading import ReadAhead, ledger_reader
 from projections.sealed import TERM_MEMO, registered
-from projections.tracking import Tables, locked_position, set_position
+from projections.tracking import Tables, locked_position, set_lock_timeout, set_position
 
-__all__ = ["PROCESSES", "RebuildReport", "rebuild"]
+__all__ = ["PROCESSES", "SWAP_ATTEMPTS", "RebuildReport", "rebuild"]
 
 PROCESSES = 2
 """Processes filling the fresh tables by default (one per core of the machine measured)."""
+SWAP_ATTEMPTS = 5
+"""Tries of a projection's swap whose live tables stay locked past the lock timeout."""
 
 _log = logging.getLogger(__name__)
 
@@ -178,14 +182,19 @@ def rebuild(
     batch_size: int = 2000,
     progress: Callable[[int], None] | None = None,
     processes: int = PROCESSES,
+    lock_timeout: float = 5.0,
 ) -> RebuildReport:
     """Rebuild the given projections from position 0 and swap them in atomically.
 
     `processes` fill the fresh tables (1: this process alone); see rebuild_processes. The views
-    are sealed with `ledger`'s key store during the rebuild only.
+    are sealed with `ledger`'s key store during the rebuild only. Each swap waits at most
+    `lock_timeout` for a lock, and is tried again (SWAP_ATTEMPTS). The tables of rebuilds
+    killed before are dropped first (projections/rebuild/leftovers.py).
     """
     with registered(schema, ledger.mapper.keys, memo=TERM_MEMO):
-        return _rebuild(ledger, pool, schema, projections, batch_size, progress, processes)
+        return _rebuild(
+            ledger, pool, schema, projections, batch_size, progress, processes, lock_timeout
+        )
 
 
 def _rebuild(
@@ -196,11 +205,13 @@ def _rebuild(
     batch_size: int,
     progress: Callable[[int], None] | None,
     processes: int,
+    lock_timeout: float,
 ) -> RebuildReport:
-    live, fresh = Tables(schema), Tables(schema, f"__r{secrets.token_hex(4)}")
+    live, fresh = Tables(schema), Tables(schema, new_suffix())
     report = RebuildReport()
     started = time.perf_counter()
-    with pool.connection() as conn:
+    with pool.connection() as conn, claimed(conn, schema, fresh.suffix):
+        drop_leftovers(conn, schema, lock_timeout)  # of rebuilds killed before this one
         with conn.transaction():  # where both runs set aside what they cannot apply
             for statement in [*create_quarantine(live), *create_quarantine(fresh)]:
                 conn.execute(statement)
@@ -211,22 +222,70 @@ def _rebuild(
             )
             report.seconds = time.perf_counter() - started
             for projection in projections:
-                with conn.transaction(), conn.cursor() as cur:
-                    position = locked_position(cur, live, projection.name)
-                    if position > head:  # the live worker moved on: bring fresh tables along
-                        _replay(ledger, conn, [projection], fresh, head, position, batch_size)
-                    elif position < head:  # the live tables lag: bring them to `head` first
-                        _replay(ledger, conn, [projection], live, position, head, batch_size)
-                        set_position(cur, live, projection.name, head)
-                    for logical in projection.tables:
-                        report.differences[logical] = _differences(conn, live, fresh, logical)
-                        _swap(conn, live, fresh, logical)
-                    report.differences[f"quarantine/{projection.name}"] = copy_quarantine(
-                        conn, fresh, live, projection.name
-                    )
+                swap = functools.partial(_check_and_swap, ledger, conn, projection, report)
+                _retried(conn, lock_timeout, projection.name, swap, live, fresh, head, batch_size)
             report.check_seconds = time.perf_counter() - started - report.seconds
         finally:
             with conn.transaction():
+                set_lock_timeout(conn, lock_timeout)  # else left to the next start or rebuild
                 for logical in [*(n for p in projections for n in p.tables), QUARANTINE]:
                     conn.execute(SQL("DROP TABLE IF EXISTS {}").format(fresh[logical]))
     return report
+
+
+def _retried(
+    conn: Connection[Any],
+    lock_timeout: float,
+    name: str,
+    swap: Callable[..., None],
+    *args: Any,
+) -> None:
+    """`swap(*args)` in a transaction under the lock timeout (its DROP TABLE waits for the
+    readers of the live table, and every reader after it queues behind it): tried again
+    while a table stays locked, SWAP_ATTEMPTS times at most."""
+    for attempt in range(1, SWAP_ATTEMPTS + 1):
+        try:
+            with conn.transaction():
+                set_lock_timeout(conn, lock_timeout)
+                swap(*args)
+            return
+        except LockNotAvailable:
+            _log.warning(
+                "rebuild of %s: a table stayed locked for %.1fs (attempt %s of %s)",
+                name,
+                lock_timeout,
+                attempt,
+                SWAP_ATTEMPTS,
+            )
+            time.sleep(min(5.0, 0.5 * attempt))
+    raise RuntimeError(
+        f"rebuild of {name}: its live tables stayed locked by another session; the live"
+        " tables are unchanged, rebuild again later"
+    )
+
+
+def _check_and_swap(
+    ledger: MemoryLedger,
+    conn: Connection[Any],
+    projection: Projection,
+    report: RebuildReport,
+    live: Tables,
+    fresh: Tables,
+    head: int,
+    batch_size: int,
+) -> None:
+    """Bring both table sets of `projection` to one position (its tracking row locked: the
+    live worker waits), compare them row for row, swap the fresh ones in."""
+    with conn.cursor() as cur:
+        position = locked_position(cur, live, projection.name)
+        if position > head:  # the live worker moved on: bring fresh tables along
+            _replay(ledger, conn, [projection], fresh, head, position, batch_size)
+        elif position < head:  # the live tables lag: bring them to `head` first
+            _replay(ledger, conn, [projection], live, position, head, batch_size)
+            set_position(cur, live, projection.name, head)
+        for logical in projection.tables:
+            report.differences[logical] = _differences(conn, live, fresh, logical)
+            _swap(conn, live, fresh, logical)
+        report.differences[f"quarantine/{projection.name}"] = copy_quarantine(
+            conn, fresh, live, projection.name
+        )

@@ -18,9 +18,12 @@ and the locks other threads may hold must not cross a fork.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import gc
 import multiprocessing
+import os
 import secrets
+import signal
 import time
 import traceback
 import warnings
@@ -43,6 +46,8 @@ from projections.rebuild.reading import Read, events_table
 from projections.sealed import TERM_MEMO, register
 
 __all__ = ["Unpartitionable", "can_partition", "end_sessions", "fill_partitioned"]
+
+_PR_SET_PDEATHSIG = 1  # prctl(2)
 
 
 class Unpartitionable(Exception):
@@ -86,7 +91,7 @@ def fill_partitioned(
             child = context.Process(
                 target=_child,
                 args=(ledger, conninfo, child_kwargs, fill),
-                kwargs={"part": part, "parts": processes, "sender": sender},
+                kwargs={"part": part, "parts": processes, "sender": sender, "parent": os.getpid()},
                 name=f"memledger-rebuild-{part}",
                 daemon=True,
             )
@@ -201,8 +206,10 @@ def _child(
     part: int,
     parts: int,
     sender: Pipe,
+    parent: int,
 ) -> None:
     """Apply this process's share of the events; report progress, then the count or the error."""
+    _die_with(parent)
     options = {**kwargs, "autocommit": True}
 
     def connect() -> psycopg.Connection[Any]:
@@ -234,6 +241,15 @@ def _child(
         sender.send(("error", traceback.format_exc()))
     finally:
         sender.close()
+
+
+def _die_with(parent: int) -> None:
+    """Linux: this process is killed with its parent (a rebuild killed with kill -9 leaves no
+    process filling its tables, nor their sessions, which hold its tables' locks)."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent:  # it died before that: nobody would read our results
+        os._exit(1)
 
 
 def _reader(conn: psycopg.Connection[Any], ledger: MemoryLedger, part: int, parts: int) -> Read:

@@ -39,8 +39,8 @@ ACTIVE_MEMORIES = {
 }
 """The view modules that write an active_memories row (the worker also applies the others)."""
 
-CREATE_TO_EVENTS_ROW = 21
-CREATE_TO_ACTIVE_ROW = 29
+CREATE_TO_EVENTS_ROW = 23
+CREATE_TO_ACTIVE_ROW = 34
 LEXICAL_SEARCH = 21
 HYBRID_SEARCH = 30
 KEY_FETCH = {

@@ -61,3 +61,29 @@ def test_starting_beside_a_batch_in_flight_neither_deadlocks_nor_fails(
         batch.commit()
         starting.join(timeout=30)
     assert not starting.is_alive() and errors == []
+
+
+def test_a_start_beside_a_locked_table_skips_its_maintenance_and_warns(
+    database_url: str, pg_schema: str, caplog: Any
+) -> None:
+    t = Tables(pg_schema)
+    with (
+        ConnectionPool(database_url, min_size=1, max_size=2, open=True) as pool,
+        psycopg.connect(database_url) as other,
+    ):
+        ensure_tables(pool, pg_schema, all_projections())
+        with psycopg.connect(database_url, autocommit=True) as conn:  # an index of another view
+            conn.execute(sql.SQL("DROP INDEX {}.{}").format(
+                sql.Identifier(pg_schema), t.index("tombstones", "user"))
+            )  # fmt: skip
+        other.execute(sql.SQL("LOCK TABLE {} IN ACCESS EXCLUSIVE MODE").format(t["search_terms"]))
+        ensure_tables(pool, pg_schema, all_projections(), lock_timeout=0.2)  # returns
+        other.rollback()
+        with psycopg.connect(database_url, autocommit=True) as conn:
+            found = conn.execute(
+                "SELECT to_regclass(%s)", (f"{pg_schema}.{t.name('tombstones')}__user",)
+            ).fetchone()
+    assert found is not None and found[0] is not None  # the other views' DDL was done
+    assert any(
+        "search_terms" in r.getMessage() and "skipped" in r.getMessage() for r in caplog.records
+    )

@@ -178,7 +178,8 @@ def test_a_crash_mid_batch_leaves_nothing_half_applied(
 
     monkeypatch.setattr(ActiveMemories, "apply", crash_on_third)
     with pytest.raises(psycopg.OperationalError):
-        crashing.catch_up()  # transient: the whole batch is rolled back, for every projection
+        crashing.catch_up()  # the connection's error: the batch stops, rolled back for
+        # active_memories; it goes first, so no projection committed the third batch
     positions = crashing.positions()
     assert set(positions.values()) == {10}  # two batches of 5 committed, the third not
     monkeypatch.undo()

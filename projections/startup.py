@@ -1,0 +1,131 @@
+"""The tables projections need, made at start-up, each statement under a lock timeout.
+
+A statement waiting for a lock makes every later request for that table queue behind it, and
+with no timeout it waits as long as whoever holds the table (a `LOCK TABLE` left open, a long
+migration). So each statement here runs in a transaction of its own with `SET LOCAL
+lock_timeout` (MEMLEDGER_LOCK_TIMEOUT, 5 s by default):
+
+- a missing table is created (CREATE TABLE IF NOT EXISTS takes no lock on a table that
+  exists), and the tables of a layout an older release made are dropped (projections/layout.py):
+  both are needed, so a lock timeout is retried a few times, then start-up fails, saying why;
+- what is maintenance only (an index, a table's autovacuum options, an index dropped) is
+  skipped with a warning when its table stays locked, and done at the next start: the other
+  statements of the same projection are skipped too (they would wait on the same tables).
+
+Then the tables a killed rebuild left behind are dropped (projections/rebuild/leftovers.py).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+import psycopg
+from psycopg import Connection
+from psycopg.sql import SQL, Composed
+from psycopg_pool import ConnectionPool
+
+from projections import layout
+from projections.base import Projection
+from projections.quarantine import create_quarantine
+from projections.rebuild.leftovers import drop_leftovers
+from projections.tracking import Tables, create_tracking, lock_key, set_lock_timeout
+
+__all__ = ["ATTEMPTS", "StartupLocked", "ensure_tables"]
+
+ATTEMPTS = 3
+"""Tries of a needed statement whose table stays locked, before start-up gives up."""
+_log = logging.getLogger(__name__)
+
+
+class StartupLocked(RuntimeError):
+    """A table start-up needs to change stayed locked by another session."""
+
+
+def ensure_tables(
+    pool: ConnectionPool[Any],
+    schema: str,
+    projections: Sequence[Projection],
+    *,
+    lock_timeout: float = 5.0,
+) -> None:
+    """Create the live tables of every projection, the tracking and quarantine tables, if
+    missing; the tables of a projection an older release laid out otherwise are dropped and
+    projected again from the log (projections/layout.py); a killed rebuild's tables dropped.
+
+    Each statement commits on its own: CREATE INDEX IF NOT EXISTS takes a SHARE lock on its
+    table even when the index exists, and one transaction over all of them would hold one
+    table's lock while waiting for another's, which a running worker's batch (a rolling
+    restart) could hold the other way round. The statements are idempotent; a session-level
+    advisory lock keeps two starting processes from interleaving them.
+    """
+    t = Tables(schema)
+    key = lock_key(schema, "ddl")
+    with pool.connection() as conn:
+        with conn.transaction():  # the other process's statements are bounded: wait for it
+            conn.execute(SQL("SELECT set_config('lock_timeout', '0', true)"))
+            conn.execute(SQL("SELECT pg_advisory_lock(%s)"), (key,))
+        try:
+            for statement in [*create_tracking(t), *create_quarantine(t)]:
+                _needed(conn, lock_timeout, "tracking", lambda s=statement: conn.execute(s))
+            older = layout.stale(conn, projections, t)
+            if older:  # laid out by an older release: projected again from the log
+                names = ", ".join(p.name for p in older)
+                _needed(conn, lock_timeout, names, lambda: layout.reset(conn, older, t))
+            for projection in projections:
+                _create(conn, projection, t, lock_timeout)
+            drop_leftovers(conn, schema, lock_timeout)
+        finally:
+            try:
+                with conn.transaction():
+                    conn.execute(SQL("SELECT pg_advisory_unlock(%s)"), (key,))
+            except psycopg.Error:
+                conn.close()  # the lock goes with the session; the pool drops the connection
+
+
+def _create(conn: Connection[Any], projection: Projection, t: Tables, lock_timeout: float) -> None:
+    """The projection's DDL: its tables needed, the rest skipped once a table stays locked."""
+    locked = False
+    for statement in projection.create(t):
+        if _creates_table(conn, statement):
+            _needed(conn, lock_timeout, projection.name, lambda s=statement: conn.execute(s))
+        elif not locked:
+            try:
+                with conn.transaction():
+                    set_lock_timeout(conn, lock_timeout)
+                    conn.execute(statement)
+            except psycopg.errors.LockNotAvailable:
+                locked = True
+                _log.warning(
+                    "projection %s: a table stayed locked for %.1fs; its maintenance"
+                    " statements (indexes, autovacuum options) are skipped until the next start",
+                    projection.name,
+                    lock_timeout,
+                )
+
+
+def _creates_table(conn: Connection[Any], statement: Composed) -> bool:
+    return statement.as_string(conn).startswith("CREATE TABLE")
+
+
+def _needed(conn: Connection[Any], lock_timeout: float, what: str, run: Any) -> None:
+    """Run `run()` in a transaction under the lock timeout; retried, then StartupLocked."""
+    for attempt in range(1, ATTEMPTS + 1):
+        try:
+            with conn.transaction():
+                set_lock_timeout(conn, lock_timeout)
+                run()
+            return
+        except psycopg.errors.LockNotAvailable:
+            _log.warning(
+                "start-up: %s: a table stayed locked for %.1fs (attempt %s of %s)",
+                what,
+                lock_timeout,
+                attempt,
+                ATTEMPTS,
+            )
+    raise StartupLocked(
+        f"{what}: its tables stayed locked by another session ({ATTEMPTS} x {lock_timeout}s);"
+        " end that session (pg_stat_activity, pg_locks) and start again"
+    )
