@@ -11,9 +11,10 @@ was visible, else 404 too. `list_core_memories` shows both a global memory and a
 memory with the same key (each says its scope); `search_core_memories` lets the workspace one
 hide the global one.
 
-A memory a tool may not see is never returned, compared against or confirmed: saving or
-proposing under the key of a suppressed or expired memory answers as for any other content (a
-replace candidate for the user), whether or not the content is the same.
+A memory a tool may not see is never returned, compared against or confirmed, and no answer
+carries its id, revision or state (api/routes/tool_visibility.py): saving or proposing under
+the key of a suppressed or expired memory records a replace candidate for the user, whether or
+not the content is the same, which the agent is shown as a new-memory proposal.
 
 Content rules: save, update and propose also apply the content rules of the token's workspace
 (domain/model/workspace_rules.py) whatever the scope, so a teaching agent cannot park a
@@ -45,7 +46,7 @@ from api.deps import (
     ServicesDep,
     VisibilityReads,
 )
-from api.schemas.candidates import candidate_out
+from api.routes.tool_visibility import agent_candidate, sees, visible_memory
 from api.schemas.function_calling import FunctionTool, function_tools
 from api.schemas.memories import memory_out
 from api.schemas.tools import (
@@ -72,8 +73,6 @@ from domain.ledger.access import AccessHit
 from domain.ledger.results import MemoryState, Outcome
 from domain.model.values import Scope, check_category, check_content, check_key, normalise_content
 from domain.model.workspace_rules import check_workspace_content
-from domain.policy import retrievable
-from projections.reads import Reads
 from retrieval.hybrid import HybridSource
 from retrieval.query import due_for_review
 from retrieval.search import MemorySearch
@@ -202,7 +201,7 @@ def save_core_memory(
         memory = services.wrote(user_id, outcome).memory
         assert memory is not None
         if outcome.status == "unchanged":
-            if not _sees(services, workspace, memory):
+            if not sees(services, workspace, memory):
                 # The same content as a memory this agent may not see (suppressed, expired):
                 # answered like any other content, so the agent cannot confirm a guess.
                 return _propose_replacement(
@@ -219,7 +218,7 @@ def update_core_memory(
     """Correct content and/or category at the memory's current revision."""
     _check_values(None, body.content, body.category, identity.workspace)
     with _tool(services, identity, "update_core_memory") as workspace:
-        current = _visible_memory(services, reads, identity.user_id, workspace, body.memory_id)
+        current = visible_memory(services, reads, identity.user_id, workspace, body.memory_id)
         outcome = services.ledger.update_memory(
             identity.user_id,
             body.memory_id,
@@ -241,7 +240,7 @@ def forget_core_memory(
 ) -> ForgetResult:
     """Forget irrecoverably."""
     with _tool(services, identity, "forget_core_memory") as workspace:
-        _visible_memory(services, reads, identity.user_id, workspace, body.memory_id)
+        visible_memory(services, reads, identity.user_id, workspace, body.memory_id)
         services.wrote(
             identity.user_id, services.ledger.forget_memory(identity.user_id, body.memory_id)
         )
@@ -259,11 +258,8 @@ def propose_core_memory(
     with _tool(services, identity, "propose_core_memory") as workspace:
         user_id, scope = identity.user_id, policy.tool_scope(body.scope_type, workspace)
         existing = reads.memory_by_key(user_id, scope, key)
-        if (
-            existing is not None
-            and _sees(services, workspace, existing)  # never compared against a hidden one
-            and _same(existing, content, category)
-        ):
+        visible = existing is not None and sees(services, workspace, existing)
+        if visible and _same(existing, content, category):  # never compared with a hidden one
             return ProposeResult(status="duplicate")  # already remembered: nothing to propose
         outcome = services.ledger.propose_candidate(
             user_id,
@@ -278,7 +274,9 @@ def propose_core_memory(
         services.wrote(user_id, outcome)
         return ProposeResult(
             status=outcome.status,  # type: ignore[arg-type]
-            candidate=candidate_out(outcome.candidate) if outcome.candidate else None,
+            candidate=agent_candidate(outcome.candidate, target_visible=visible)
+            if outcome.candidate
+            else None,
         )
 
 
@@ -339,37 +337,11 @@ def _check_values(
     return checked
 
 
-def _visible_memory(
-    services: Services, reads: Reads, user_id: str, workspace: str, memory_id: UUID
-) -> MemoryState:
-    """The memory if this agent may see it (active, unexpired, visible scope); else 404/410."""
-    gone = reads.forgotten_scope(user_id, memory_id)
-    if gone is not None:
-        if policy.is_visible(gone.scope_type, gone.workspace_type, workspace):
-            raise MemoryForgotten(memory_id)
-        raise NotFound(f"memory {memory_id} not found")
-    memory = services.ledger.get_memory(user_id, memory_id)
-    if not _sees(services, workspace, memory):
-        raise NotFound(f"memory {memory_id} not found")
-    return memory
-
-
-def _sees(services: Services, workspace: str, memory: MemoryState | dict[str, Any]) -> bool:
-    """True when an agent in `workspace` may see this memory: active, unexpired, in scope."""
-    fields = ("scope_type", "workspace_type", "status", "expires_at")
-    scope_type, workspace_type, status, expires_at = (
-        (memory[f] for f in fields)
-        if isinstance(memory, dict)
-        else (getattr(memory, f) for f in fields)
-    )
-    return policy.is_visible(scope_type, workspace_type, workspace) and retrievable(
-        status, expires_at, services.ledger.clock()
-    )
-
-
 def _propose_replacement(
     services: Services, workspace: str, user_id: str, scope: Scope, body: SaveBody, target: UUID
 ) -> SaveResult:
+    current = services.ledger.get_memory(user_id, target)  # forgotten since: MemoryForgotten
+    visible = sees(services, workspace, current)
     outcome = services.ledger.propose_candidate(
         user_id,
         operation="replace",
@@ -383,11 +355,11 @@ def _propose_replacement(
     if outcome.candidate is None:
         # The user rejected this very replacement recently: the old value stays, unchanged
         # (and is shown only to an agent that may see it).
-        current = services.ledger.get_memory(user_id, target)
-        shown = memory_out(current) if _sees(services, workspace, current) else None
-        return SaveResult(status="unchanged", memory=shown)
-    # A pending candidate for the same change is the answer to a repeated save, too.
-    return SaveResult(status="candidate_created", candidate=candidate_out(outcome.candidate))
+        return SaveResult(status="unchanged", memory=memory_out(current) if visible else None)
+    # A pending candidate for the same change is the answer to a repeated save, too. About a
+    # hidden memory, the agent sees it as a new-memory proposal (api/routes/tool_visibility.py).
+    candidate = agent_candidate(outcome.candidate, target_visible=visible)
+    return SaveResult(status="candidate_created", candidate=candidate)
 
 
 def _reconfirm_if_due(services: Services, user_id: str, memory: MemoryState) -> MemoryState:
