@@ -39,6 +39,7 @@ from retrieval.search import Found
 from retrieval.vectors.service import EmbeddingService
 
 __all__ = [
+    "MAX_TOKEN_LIFETIME",
     "MODES",
     "ActiveMemoryReads",
     "CandidateReads",
@@ -59,6 +60,8 @@ __all__ = [
 
 MODES: Final = ("normal", "no_write", "isolated")
 MAX_NAMES: Final = 64
+MAX_TOKEN_LIFETIME: Final = 24 * 3600.0
+"""Seconds a token's `exp` may lie ahead of now, by default (MEMLEDGER_MAX_TOKEN_LIFETIME)."""
 _WORKSPACES: Final = ("learning", "teaching", "research")
 _NAME: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,63}")  # a role or a tool name
 
@@ -84,14 +87,28 @@ class Identity:
         return self.mode != "normal" or self.tools is not None
 
 
-def verify_token(token: str, secret: str) -> Identity:
-    """Check signature, expiry and claim shapes; raise InvalidToken on any problem."""
+def verify_token(token: str, secret: str, max_lifetime: float = MAX_TOKEN_LIFETIME) -> Identity:
+    """Check signature, expiry and claim shapes; raise InvalidToken on any problem.
+
+    `exp` is required: a number (a string the library would accept is refused) at most
+    `max_lifetime` seconds ahead, so no token outlives the service's maximum lifetime.
+    """
     try:
         claims = jwt.decode(
-            token, secret, algorithms=["HS256"], options={"require": ["sub"], "verify_aud": False}
+            token,
+            secret,
+            algorithms=["HS256"],
+            options={"require": ["sub", "exp"], "verify_aud": False},
         )
     except jwt.PyJWTError as error:
         raise InvalidToken(str(error)) from None
+    exp = claims["exp"]
+    if isinstance(exp, bool) or not isinstance(exp, int | float):
+        raise InvalidToken("exp must be a number (seconds since the epoch)")
+    if exp > datetime.now(UTC).timestamp() + max_lifetime:
+        raise InvalidToken(
+            f"exp is further ahead than the maximum token lifetime ({max_lifetime:g} s)"
+        )
     sub, roles, workspace = claims.get("sub"), claims.get("roles", []), claims.get("workspace")
     mode, tools = claims.get("mode", "normal"), claims.get("tools")
     try:
@@ -160,6 +177,8 @@ class Services:
     metrics: Metrics
     jwt_secret: str
     worker: ProjectionWorker | None = None
+    max_token_lifetime: float = MAX_TOKEN_LIFETIME
+    """Seconds a token's `exp` may lie ahead: a token expiring later is 401."""
     read_timeout: float = 5.0
     """Seconds a read waits for the projections to show the caller's writes (at most the time
     left to the request's deadline)."""
@@ -269,7 +288,7 @@ def _identity(
     token = credentials.credentials.strip() if credentials is not None else ""
     if not token:
         raise InvalidToken("no bearer token")
-    identity = verify_token(token, services.jwt_secret)
+    identity = verify_token(token, services.jwt_secret, services.max_token_lifetime)
     request.scope.setdefault("state", {})["user_id"] = identity.user_id
     return identity
 

@@ -63,7 +63,8 @@ class McpEndpoint:
         scheme, _, token = (Headers(scope=scope).get("authorization") or "").partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
             raise InvalidToken("no bearer token")  # answered by api/errors.py: 401
-        identity = verify_token(token.strip(), scope["app"].state.services.jwt_secret)
+        services = scope["app"].state.services
+        identity = verify_token(token.strip(), services.jwt_secret, services.max_token_lifetime)
         scope.setdefault("state", {})["user_id"] = identity.user_id  # for the access log
         if scope["method"] != "POST":
             # Stateless: no session to DELETE, and no server-initiated messages, so no GET
