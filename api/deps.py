@@ -19,6 +19,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from api.access_log import AccessLog
 from api.metrics import Metrics
+from api.middleware import note_position
 from domain import context
 from domain.errors import InvalidInput, LedgerUnavailable, PolicyDenied
 from domain.ledger.access import AccessHit
@@ -201,10 +202,13 @@ class Services:
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def wrote(self, user_id: str, outcome: Outcome) -> Outcome:
-        """Remember the position of a user's write, so their next reads wait for it."""
+        """Remember the position of a user's write, so their next reads wait for it, and
+        answer it as the request's `X-Position`. Every write route calls this, those that
+        appended nothing (unchanged, duplicate) too: their position is the ledger head."""
         if outcome.position:
             with self._lock:
                 self._written[user_id] = max(self._written.get(user_id, 0), outcome.position)
+        note_position(outcome.position or self.ledger.position())
         return outcome
 
     def record_read(

@@ -28,6 +28,7 @@ from mcp_types import (
 )
 from starlette.types import ASGIApp
 
+from api.middleware import note_position
 from api.schemas.tools import tool_specs
 
 __all__ = ["Credentials", "tool_result", "tools_server"]
@@ -81,6 +82,8 @@ def tools_server(app: ASGIApp, credentials: Credentials) -> Server[Any]:
                 content=_body(params.arguments),
                 headers={**credentials(ctx), "Content-Type": "application/json"},
             )
+        if "x-position" in response.headers:  # a write: the /mcp answer carries it too
+            note_position(int(response.headers["x-position"]))
         return tool_result(response)
 
     def input_schema(name: str) -> Mapping[str, Any] | None:

@@ -260,6 +260,7 @@ def propose_core_memory(
         existing = reads.memory_by_key(user_id, scope, key)
         visible = existing is not None and sees(services, workspace, existing)
         if visible and _same(existing, content, category):  # never compared with a hidden one
+            services.wrote(user_id, Outcome("duplicate"))  # nothing appended: X-Position, head
             return ProposeResult(status="duplicate")  # already remembered: nothing to propose
         outcome = services.ledger.propose_candidate(
             user_id,

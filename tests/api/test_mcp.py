@@ -302,3 +302,39 @@ def test_a_non_finite_number_is_a_tool_error_like_any_invalid_value(
     assert error["status"] == 422 and isinstance(error["detail"], str)
     assert [e["field"] for e in error["errors"]] == [field]
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+
+
+def test_a_write_over_mcp_answers_its_position(url: str) -> None:
+    message = {
+        "jsonrpc": "2.0",
+        "id": 2,
+        "method": "tools/call",
+        "params": {
+            "name": "save_core_memory",
+            "arguments": {
+                "memory_key": "drink",
+                "content": "I like green tea",
+                "category": "preference",
+                "scope_type": "global",
+            },
+        },
+    }
+    with http(url, token()) as client:
+        answer = client.post("/mcp", json=message, headers=MCP_HEADERS)
+        position = answer.headers.get("X-Position")
+        assert answer.status_code == 200 and position, answer.headers
+        listed = client.post(
+            "/mcp",
+            json={**message, "params": {"name": "list_core_memories", "arguments": {}}},
+            headers=MCP_HEADERS | {"X-Min-Position": position},
+        )
+    assert "X-Position" not in listed.headers  # a read
+    items = listed.json()["result"]["structuredContent"]["items"]
+    assert [m["content"] for m in items] == ["I like green tea"]
+    with http(url, token()) as client:
+        malformed = client.post(
+            "/mcp",
+            json={**message, "params": {"name": "list_core_memories", "arguments": {}}},
+            headers=MCP_HEADERS | {"X-Min-Position": "soon"},
+        )
+    assert malformed.json()["result"]["structuredContent"]["status"] == 422
