@@ -67,7 +67,7 @@ from api.schemas.tools import (
     tool_specs,
 )
 from domain import policy
-from domain.context import current_request_id
+from domain.context import Retry, current_request_id, retrying
 from domain.errors import KeyExists, MemoryForgotten, NotFound, PolicyDenied
 from domain.ledger.access import AccessHit
 from domain.ledger.results import MemoryState, Outcome
@@ -177,38 +177,41 @@ def save_core_memory(
     with _tool(services, identity, "save_core_memory") as workspace:
         user_id, scope = identity.user_id, policy.tool_scope(body.scope_type, workspace)
 
-        def create() -> Outcome:
-            return services.ledger.create_memory(
-                user_id,
-                scope=scope,
-                memory_key=body.memory_key,
-                content=body.content,
-                category=body.category,
-                source_type="explicit",
-                changed_via="agent_tool",
-            )
-
-        try:
-            outcome = create()
-        except KeyExists as taken:
-            # Section 9.3: a conflicting value never overwrites; the user decides.
+        def attempt() -> Outcome | SaveResult:
             try:
-                return _propose_replacement(
-                    services, workspace, user_id, scope, body, taken.memory_id
+                outcome = services.ledger.create_memory(
+                    user_id,
+                    scope=scope,
+                    memory_key=body.memory_key,
+                    content=body.content,
+                    category=body.category,
+                    source_type="explicit",
+                    changed_via="agent_tool",
                 )
-            except MemoryForgotten:
-                outcome = create()  # forgotten since: the key is free, this save creates
-        memory = services.wrote(user_id, outcome).memory
-        assert memory is not None
-        if outcome.status == "unchanged":
-            if not sees(services, workspace, memory):
+                assert outcome.memory is not None
+                if outcome.status == "created" or sees(services, workspace, outcome.memory):
+                    return outcome
                 # The same content as a memory this agent may not see (suppressed, expired):
                 # answered like any other content, so the agent cannot confirm a guess.
-                return _propose_replacement(
-                    services, workspace, user_id, scope, body, memory.memory_id
-                )
+                target = outcome.memory.memory_id
+            except KeyExists as taken:
+                # Section 9.3: a conflicting value never overwrites; the user decides.
+                target = taken.memory_id
+            try:
+                return _propose_replacement(services, workspace, user_id, scope, body, target)
+            except MemoryForgotten:
+                # Forgotten since: the key is free, or taken again by a racing save; a 409 or
+                # 410 is outside this tool's contract, so the save runs again on fresh state.
+                raise Retry("the key's memory was forgotten meanwhile") from None
+
+        answer = retrying(attempt)
+        if isinstance(answer, SaveResult):
+            return answer
+        memory = services.wrote(user_id, answer).memory
+        assert memory is not None
+        if answer.status == "unchanged":
             memory = _reconfirm_if_due(services, user_id, memory)
-        return SaveResult(status=outcome.status, memory=memory_out(memory))  # type: ignore[arg-type]
+        return SaveResult(status=answer.status, memory=memory_out(memory))  # type: ignore[arg-type]
 
 
 @router.post("/update_core_memory", response_model=UpdateResult)
@@ -370,10 +373,11 @@ def _reconfirm_if_due(services: Services, user_id: str, memory: MemoryState) -> 
         memory.review_after, memory.last_confirmed_at, now
     ):
         return memory
-    outcome: Outcome = services.wrote(
-        user_id, services.ledger.confirm_memory(user_id, memory.memory_id)
-    )
-    return outcome.memory or memory
+    try:
+        outcome = services.ledger.confirm_memory(user_id, memory.memory_id)
+    except MemoryForgotten:
+        return memory  # forgotten since this save found it: the save came first
+    return services.wrote(user_id, outcome).memory or memory
 
 
 def _same(row: dict[str, Any], content: str, category: str) -> bool:
