@@ -17,7 +17,7 @@ from api.deps import Services
 from api.errors import install_error_handlers, unavailable
 from api.mcp.http import mount_mcp
 from api.metrics import StateCollector
-from api.middleware import Admission, BodyLimit, RequestContext
+from api.middleware import Admission, BodyLimit, RequestContext, WritePosition
 from api.openapi import document, mount_docs, operation_id
 from api.routes import audit, audit_replay, candidates, legacy, memories, settings, tools
 from api.schemas.errors import ERROR_RESPONSES
@@ -49,6 +49,7 @@ def create_app(services: Services, *, max_lag: int = 1000) -> FastAPI:
     document(app)
     mount_docs(app)
     install_error_handlers(app)
+    app.add_middleware(WritePosition)
     app.add_middleware(BodyLimit, limit=services.max_body_bytes)
     if services.request_deadline is not None:
         # Inside RequestContext: a 503 for a late request carries its id and is counted.

@@ -266,6 +266,7 @@ def build_services(
         retry_after=settings.retry_after,
         metrics=Metrics(),
         jwt_secret=jwt_secret(settings),
+        max_token_lifetime=settings.max_token_lifetime,
         max_body_bytes=settings.max_body_bytes,
         worker=worker,
         access_log=AccessLog(ledger),

@@ -20,6 +20,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from api.access_log import AccessLog
 from api.limits import UserLimits
 from api.metrics import Metrics
+from api.middleware import note_position
 from domain import context
 from domain.errors import InvalidInput, LedgerUnavailable, PolicyDenied
 from domain.ledger.access import AccessHit
@@ -40,6 +41,7 @@ from retrieval.search import Found
 from retrieval.vectors.service import EmbeddingService
 
 __all__ = [
+    "MAX_TOKEN_LIFETIME",
     "MODES",
     "ActiveMemoryReads",
     "CandidateReads",
@@ -60,6 +62,8 @@ __all__ = [
 
 MODES: Final = ("normal", "no_write", "isolated")
 MAX_NAMES: Final = 64
+MAX_TOKEN_LIFETIME: Final = 24 * 3600.0
+"""Seconds a token's `exp` may lie ahead of now, by default (MEMLEDGER_MAX_TOKEN_LIFETIME)."""
 _WORKSPACES: Final = ("learning", "teaching", "research")
 _NAME: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,63}")  # a role or a tool name
 
@@ -85,14 +89,28 @@ class Identity:
         return self.mode != "normal" or self.tools is not None
 
 
-def verify_token(token: str, secret: str) -> Identity:
-    """Check signature, expiry and claim shapes; raise InvalidToken on any problem."""
+def verify_token(token: str, secret: str, max_lifetime: float = MAX_TOKEN_LIFETIME) -> Identity:
+    """Check signature, expiry and claim shapes; raise InvalidToken on any problem.
+
+    `exp` is required: a number (a string the library would accept is refused) at most
+    `max_lifetime` seconds ahead, so no token outlives the service's maximum lifetime.
+    """
     try:
         claims = jwt.decode(
-            token, secret, algorithms=["HS256"], options={"require": ["sub"], "verify_aud": False}
+            token,
+            secret,
+            algorithms=["HS256"],
+            options={"require": ["sub", "exp"], "verify_aud": False},
         )
     except jwt.PyJWTError as error:
         raise InvalidToken(str(error)) from None
+    exp = claims["exp"]
+    if isinstance(exp, bool) or not isinstance(exp, int | float):
+        raise InvalidToken("exp must be a number (seconds since the epoch)")
+    if exp > datetime.now(UTC).timestamp() + max_lifetime:
+        raise InvalidToken(
+            f"exp is further ahead than the maximum token lifetime ({max_lifetime:g} s)"
+        )
     sub, roles, workspace = claims.get("sub"), claims.get("roles", []), claims.get("workspace")
     mode, tools = claims.get("mode", "normal"), claims.get("tools")
     try:
@@ -161,6 +179,8 @@ class Services:
     metrics: Metrics
     jwt_secret: str
     worker: ProjectionWorker | None = None
+    max_token_lifetime: float = MAX_TOKEN_LIFETIME
+    """Seconds a token's `exp` may lie ahead: a token expiring later is 401."""
     read_timeout: float = 5.0
     """Seconds a read waits for the projections to show the caller's writes (at most the time
     left to the request's deadline)."""
@@ -188,10 +208,13 @@ class Services:
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def wrote(self, user_id: str, outcome: Outcome) -> Outcome:
-        """Remember the position of a user's write, so their next reads wait for it."""
+        """Remember the position of a user's write, so their next reads wait for it, and
+        answer it as the request's `X-Position`. Every write route calls this, those that
+        appended nothing (unchanged, duplicate) too: their position is the ledger head."""
         if outcome.position:
             with self._lock:
                 self._written[user_id] = max(self._written.get(user_id, 0), outcome.position)
+        note_position(outcome.position or self.ledger.position())
         return outcome
 
     def record_read(
@@ -275,7 +298,7 @@ def _identity(
     token = credentials.credentials.strip() if credentials is not None else ""
     if not token:
         raise InvalidToken("no bearer token")
-    identity = verify_token(token, services.jwt_secret)
+    identity = verify_token(token, services.jwt_secret, services.max_token_lifetime)
     request.scope.setdefault("state", {})["user_id"] = identity.user_id
     with services.limits.hold(identity.user_id):  # UserBusy: 429 (api/limits.py)
         yield identity

@@ -8,6 +8,7 @@ import logging
 import re
 import time
 import uuid
+from contextvars import ContextVar
 from typing import Any, Final
 
 from starlette.datastructures import Headers
@@ -25,7 +26,9 @@ __all__ = [
     "BodyTooLarge",
     "JsonFormatter",
     "RequestContext",
+    "WritePosition",
     "configure_logging",
+    "note_position",
 ]
 
 _log = logging.getLogger("memledger.access")
@@ -237,3 +240,47 @@ class Admission:
             headers=headers,
         )
         await response(scope, receive, send)
+
+
+_POSITIONS: ContextVar[list[int] | None] = ContextVar("memledger_write_positions", default=None)
+
+
+def note_position(position: int) -> None:
+    """Record a ledger position the current request's answer reflects (its `X-Position`)."""
+    positions = _POSITIONS.get()
+    if positions is not None:
+        positions.append(position)
+
+
+class WritePosition:
+    """Answers `X-Position` on every successful request that wrote (API_CONTRACT.md).
+
+    The request gets a list of its own, which the thread running the route shares (the
+    thread pool copies the context, not the list); every write notes its ledger position in
+    it (`Services.wrote`, which notes the ledger head for a write that appended nothing), and
+    the largest is the header: a later `X-Min-Position` with it reads state at least as new.
+    The value is the ledger position in decimal, opaque to clients.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        positions: list[int] = []
+
+        async def send_with_position(message: Message) -> None:
+            start = message["type"] == "http.response.start"
+            if start and positions and 200 <= message["status"] < 300:
+                value = str(max(positions)).encode()
+                headers = [*message.get("headers", []), (b"x-position", value)]
+                message = {**message, "headers": headers}
+            await send(message)
+
+        token = _POSITIONS.set(positions)
+        try:
+            await self.app(scope, receive, send_with_position)
+        finally:
+            _POSITIONS.reset(token)

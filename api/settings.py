@@ -33,6 +33,13 @@ class Settings(BaseSettings):
     )
     master_key_file: Path | None = Field(None, description="file with one base64 key per line")
     jwt_secret: SecretStr | None = Field(None, description="HS256 secret for bearer tokens")
+    max_token_lifetime: float = Field(
+        24 * 3600.0,
+        gt=0,
+        le=366 * 24 * 3600,
+        description="seconds a bearer token's `exp` may lie ahead; a token expiring later, or"
+        " without a numeric `exp`, is 401",
+    )
     token: SecretStr | None = Field(
         None, description="`memledger mcp` (stdio): the agent-turn bearer token it acts with"
     )

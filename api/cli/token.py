@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from datetime import timedelta
+from typing import Annotated, Final
 
 import typer
 
 from api.cli.common import load_settings
 
 __all__ = ["token"]
+
+DEFAULT_TTL: Final = timedelta(hours=12)
 
 
 def token(
@@ -24,15 +27,18 @@ def token(
         list[str] | None, typer.Option(help="a tool this turn may call (repeatable; none: all)")
     ] = None,
     ttl_hours: Annotated[
-        float, typer.Option(min=0.001, max=24 * 366, help="hours until the token expires")
-    ] = 12.0,
+        float | None,
+        typer.Option(
+            min=0.001,
+            help="hours until the token expires (default: 12, or the service's maximum token"
+            " lifetime if shorter; longer than that maximum is refused)",
+        ),
+    ] = None,
     dev: Annotated[
         bool, typer.Option(help="use (or generate) the dev secret that `serve --dev` uses")
     ] = False,
 ) -> None:
     """Print a signed HS256 bearer token (stdout: the token only) for development and tests."""
-    from datetime import timedelta
-
     from api.bootstrap import jwt_secret
     from api.deps import MODES, mint_token
     from domain.ledger.keyring import KeyringError
@@ -53,8 +59,18 @@ def token(
         for problem in problems:
             typer.echo(f"memledger token: {problem}", err=True)
         raise typer.Exit(2)
+    settings = load_settings(dev=dev)
+    longest = timedelta(seconds=settings.max_token_lifetime)
+    ttl = min(DEFAULT_TTL, longest) if ttl_hours is None else timedelta(hours=ttl_hours)
+    if ttl > longest:
+        typer.echo(
+            f"memledger token: --ttl-hours must be at most {longest / timedelta(hours=1):g}, the"
+            " service's maximum token lifetime (MEMLEDGER_MAX_TOKEN_LIFETIME, in seconds)",
+            err=True,
+        )
+        raise typer.Exit(2)
     try:
-        secret = jwt_secret(load_settings(dev=dev))
+        secret = jwt_secret(settings)
     except KeyringError as error:
         typer.echo(f"memledger token: {error}", err=True)
         raise typer.Exit(2) from None
@@ -69,6 +85,6 @@ def token(
             mode=mode,
             roles=list(dict.fromkeys(role or [])),
             tools=list(dict.fromkeys(tool)) if tool else None,
-            ttl=timedelta(hours=ttl_hours),
+            ttl=ttl,
         )
     )

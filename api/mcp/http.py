@@ -63,7 +63,8 @@ class McpEndpoint:
         scheme, _, token = (Headers(scope=scope).get("authorization") or "").partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
             raise InvalidToken("no bearer token")  # answered by api/errors.py: 401
-        identity = verify_token(token.strip(), scope["app"].state.services.jwt_secret)
+        services = scope["app"].state.services
+        identity = verify_token(token.strip(), services.jwt_secret, services.max_token_lifetime)
         scope.setdefault("state", {})["user_id"] = identity.user_id  # for the access log
         if scope["method"] != "POST":
             # Stateless: no session to DELETE, and no server-initiated messages, so no GET
@@ -81,11 +82,14 @@ class McpEndpoint:
 
 
 def forwarded_credentials(ctx: ServerRequestContext[Any, Any]) -> Mapping[str, str]:
-    """The MCP request's own token and request id, for the `/tools/*` call it makes."""
+    """The MCP request's own token, request id and X-Min-Position, for the `/tools/*` call
+    it makes (so a read over MCP waits for a position as over HTTP)."""
     request = ctx.request
     if request is None:
         return {}
     headers = {"Authorization": request.headers.get("authorization", "")}
+    if "x-min-position" in request.headers:
+        headers["X-Min-Position"] = request.headers["x-min-position"]
     request_id = request.scope.get("state", {}).get("request_id")
     if request_id:
         headers["X-Request-ID"] = request_id

@@ -28,6 +28,7 @@ from mcp_types import (
 )
 from starlette.types import ASGIApp
 
+from api.middleware import note_position
 from api.schemas.tools import tool_specs
 
 __all__ = ["Credentials", "tool_result", "tools_server"]
@@ -78,9 +79,11 @@ def tools_server(app: ASGIApp, credentials: Credentials) -> Server[Any]:
         async with httpx2.AsyncClient(transport=transport, base_url="http://memledger") as client:
             response = await client.post(
                 f"/tools/{quote(params.name)}",
-                json=params.arguments or {},
-                headers=dict(credentials(ctx)),
+                content=_body(params.arguments),
+                headers={**credentials(ctx), "Content-Type": "application/json"},
             )
+        if "x-position" in response.headers:  # a write: the /mcp answer carries it too
+            note_position(int(response.headers["x-position"]))
         return tool_result(response)
 
     def input_schema(name: str) -> Mapping[str, Any] | None:
@@ -116,6 +119,17 @@ def tool_result(response: httpx2.Response) -> CallToolResult:
     if "retry-after" in response.headers:
         error["retry_after"] = response.headers["retry-after"]
     return _error(error)
+
+
+def _body(arguments: Mapping[str, Any] | None) -> bytes:
+    """The arguments as the body of the `/tools/*` call, NaN and infinities included.
+
+    A client may send `NaN`, `Infinity` or `1e309` (parsed as infinity); strict JSON has no
+    spelling for them, so encoding strictly would fail the call before the tool saw it (a
+    JSON-RPC error and an ERROR log). Written as Python's JSON writes them, the tool endpoint
+    reads them and refuses them as invalid input: a 422 tool error, as over HTTP.
+    """
+    return json.dumps(arguments or {}, ensure_ascii=False, allow_nan=True).encode()
 
 
 def _error(error: dict[str, Any]) -> CallToolResult:

@@ -65,7 +65,7 @@ def _token(settings: Settings, secret: str) -> str:
         raise InvalidToken("MEMLEDGER_TOKEN (an agent-turn bearer token) is required")
     token = settings.token.get_secret_value().strip()
     try:
-        verify_token(token, secret)
+        verify_token(token, secret, settings.max_token_lifetime)
     except InvalidToken as error:
         raise InvalidToken(f"MEMLEDGER_TOKEN is not a valid token: {error}") from None
     return token

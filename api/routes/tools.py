@@ -11,9 +11,10 @@ was visible, else 404 too. `list_core_memories` shows both a global memory and a
 memory with the same key (each says its scope); `search_core_memories` lets the workspace one
 hide the global one.
 
-A memory a tool may not see is never returned, compared against or confirmed: saving or
-proposing under the key of a suppressed or expired memory answers as for any other content (a
-replace candidate for the user), whether or not the content is the same.
+A memory a tool may not see is never returned, compared against or confirmed, and no answer
+carries its id, revision or state (api/routes/tool_visibility.py): saving or proposing under
+the key of a suppressed or expired memory records a replace candidate for the user, whether or
+not the content is the same, which the agent is shown as a new-memory proposal.
 
 Content rules: save, update and propose also apply the content rules of the token's workspace
 (domain/model/workspace_rules.py) whatever the scope, so a teaching agent cannot park a
@@ -45,7 +46,7 @@ from api.deps import (
     ServicesDep,
     VisibilityReads,
 )
-from api.schemas.candidates import candidate_out
+from api.routes.tool_visibility import agent_candidate, sees, visible_memory
 from api.schemas.function_calling import FunctionTool, function_tools
 from api.schemas.memories import memory_out
 from api.schemas.tools import (
@@ -66,14 +67,12 @@ from api.schemas.tools import (
     tool_specs,
 )
 from domain import policy
-from domain.context import current_request_id
+from domain.context import Retry, current_request_id, retrying
 from domain.errors import KeyExists, MemoryForgotten, NotFound, PolicyDenied
 from domain.ledger.access import AccessHit
 from domain.ledger.results import MemoryState, Outcome
 from domain.model.values import Scope, check_category, check_content, check_key, normalise_content
 from domain.model.workspace_rules import check_workspace_content
-from domain.policy import retrievable
-from projections.reads import Reads
 from retrieval.hybrid import HybridSource
 from retrieval.query import due_for_review
 from retrieval.search import MemorySearch
@@ -181,38 +180,41 @@ def save_core_memory(
     with _tool(services, identity, "save_core_memory") as workspace:
         user_id, scope = identity.user_id, policy.tool_scope(body.scope_type, workspace)
 
-        def create() -> Outcome:
-            return services.ledger.create_memory(
-                user_id,
-                scope=scope,
-                memory_key=body.memory_key,
-                content=body.content,
-                category=body.category,
-                source_type="explicit",
-                changed_via="agent_tool",
-            )
-
-        try:
-            outcome = create()
-        except KeyExists as taken:
-            # Section 9.3: a conflicting value never overwrites; the user decides.
+        def attempt() -> Outcome | SaveResult:
             try:
-                return _propose_replacement(
-                    services, workspace, user_id, scope, body, taken.memory_id
+                outcome = services.ledger.create_memory(
+                    user_id,
+                    scope=scope,
+                    memory_key=body.memory_key,
+                    content=body.content,
+                    category=body.category,
+                    source_type="explicit",
+                    changed_via="agent_tool",
                 )
-            except MemoryForgotten:
-                outcome = create()  # forgotten since: the key is free, this save creates
-        memory = services.wrote(user_id, outcome).memory
-        assert memory is not None
-        if outcome.status == "unchanged":
-            if not _sees(services, workspace, memory):
+                assert outcome.memory is not None
+                if outcome.status == "created" or sees(services, workspace, outcome.memory):
+                    return outcome
                 # The same content as a memory this agent may not see (suppressed, expired):
                 # answered like any other content, so the agent cannot confirm a guess.
-                return _propose_replacement(
-                    services, workspace, user_id, scope, body, memory.memory_id
-                )
+                target = outcome.memory.memory_id
+            except KeyExists as taken:
+                # Section 9.3: a conflicting value never overwrites; the user decides.
+                target = taken.memory_id
+            try:
+                return _propose_replacement(services, workspace, user_id, scope, body, target)
+            except MemoryForgotten:
+                # Forgotten since: the key is free, or taken again by a racing save; a 409 or
+                # 410 is outside this tool's contract, so the save runs again on fresh state.
+                raise Retry("the key's memory was forgotten meanwhile") from None
+
+        answer = retrying(attempt)
+        if isinstance(answer, SaveResult):
+            return answer
+        memory = services.wrote(user_id, answer).memory
+        assert memory is not None
+        if answer.status == "unchanged":
             memory = _reconfirm_if_due(services, user_id, memory)
-        return SaveResult(status=outcome.status, memory=memory_out(memory))  # type: ignore[arg-type]
+        return SaveResult(status=answer.status, memory=memory_out(memory))  # type: ignore[arg-type]
 
 
 @router.post("/update_core_memory", response_model=UpdateResult)
@@ -222,7 +224,7 @@ def update_core_memory(
     """Correct content and/or category at the memory's current revision."""
     _check_values(None, body.content, body.category, identity.workspace)
     with _tool(services, identity, "update_core_memory") as workspace:
-        current = _visible_memory(services, reads, identity.user_id, workspace, body.memory_id)
+        current = visible_memory(services, reads, identity.user_id, workspace, body.memory_id)
         outcome = services.ledger.update_memory(
             identity.user_id,
             body.memory_id,
@@ -244,7 +246,7 @@ def forget_core_memory(
 ) -> ForgetResult:
     """Forget irrecoverably."""
     with _tool(services, identity, "forget_core_memory") as workspace:
-        _visible_memory(services, reads, identity.user_id, workspace, body.memory_id)
+        visible_memory(services, reads, identity.user_id, workspace, body.memory_id)
         services.wrote(
             identity.user_id, services.ledger.forget_memory(identity.user_id, body.memory_id)
         )
@@ -262,11 +264,9 @@ def propose_core_memory(
     with _tool(services, identity, "propose_core_memory") as workspace:
         user_id, scope = identity.user_id, policy.tool_scope(body.scope_type, workspace)
         existing = reads.memory_by_key(user_id, scope, key)
-        if (
-            existing is not None
-            and _sees(services, workspace, existing)  # never compared against a hidden one
-            and _same(existing, content, category)
-        ):
+        visible = existing is not None and sees(services, workspace, existing)
+        if visible and _same(existing, content, category):  # never compared with a hidden one
+            services.wrote(user_id, Outcome("duplicate"))  # nothing appended: X-Position, head
             return ProposeResult(status="duplicate")  # already remembered: nothing to propose
         outcome = services.ledger.propose_candidate(
             user_id,
@@ -281,7 +281,9 @@ def propose_core_memory(
         services.wrote(user_id, outcome)
         return ProposeResult(
             status=outcome.status,  # type: ignore[arg-type]
-            candidate=candidate_out(outcome.candidate) if outcome.candidate else None,
+            candidate=agent_candidate(outcome.candidate, target_visible=visible)
+            if outcome.candidate
+            else None,
         )
 
 
@@ -342,37 +344,11 @@ def _check_values(
     return checked
 
 
-def _visible_memory(
-    services: Services, reads: Reads, user_id: str, workspace: str, memory_id: UUID
-) -> MemoryState:
-    """The memory if this agent may see it (active, unexpired, visible scope); else 404/410."""
-    gone = reads.forgotten_scope(user_id, memory_id)
-    if gone is not None:
-        if policy.is_visible(gone.scope_type, gone.workspace_type, workspace):
-            raise MemoryForgotten(memory_id)
-        raise NotFound(f"memory {memory_id} not found")
-    memory = services.ledger.get_memory(user_id, memory_id)
-    if not _sees(services, workspace, memory):
-        raise NotFound(f"memory {memory_id} not found")
-    return memory
-
-
-def _sees(services: Services, workspace: str, memory: MemoryState | dict[str, Any]) -> bool:
-    """True when an agent in `workspace` may see this memory: active, unexpired, in scope."""
-    fields = ("scope_type", "workspace_type", "status", "expires_at")
-    scope_type, workspace_type, status, expires_at = (
-        (memory[f] for f in fields)
-        if isinstance(memory, dict)
-        else (getattr(memory, f) for f in fields)
-    )
-    return policy.is_visible(scope_type, workspace_type, workspace) and retrievable(
-        status, expires_at, services.ledger.clock()
-    )
-
-
 def _propose_replacement(
     services: Services, workspace: str, user_id: str, scope: Scope, body: SaveBody, target: UUID
 ) -> SaveResult:
+    current = services.ledger.get_memory(user_id, target)  # forgotten since: MemoryForgotten
+    visible = sees(services, workspace, current)
     outcome = services.ledger.propose_candidate(
         user_id,
         operation="replace",
@@ -386,11 +362,11 @@ def _propose_replacement(
     if outcome.candidate is None:
         # The user rejected this very replacement recently: the old value stays, unchanged
         # (and is shown only to an agent that may see it).
-        current = services.ledger.get_memory(user_id, target)
-        shown = memory_out(current) if _sees(services, workspace, current) else None
-        return SaveResult(status="unchanged", memory=shown)
-    # A pending candidate for the same change is the answer to a repeated save, too.
-    return SaveResult(status="candidate_created", candidate=candidate_out(outcome.candidate))
+        return SaveResult(status="unchanged", memory=memory_out(current) if visible else None)
+    # A pending candidate for the same change is the answer to a repeated save, too. About a
+    # hidden memory, the agent sees it as a new-memory proposal (api/routes/tool_visibility.py).
+    candidate = agent_candidate(outcome.candidate, target_visible=visible)
+    return SaveResult(status="candidate_created", candidate=candidate)
 
 
 def _reconfirm_if_due(services: Services, user_id: str, memory: MemoryState) -> MemoryState:
@@ -400,10 +376,11 @@ def _reconfirm_if_due(services: Services, user_id: str, memory: MemoryState) -> 
         memory.review_after, memory.last_confirmed_at, now
     ):
         return memory
-    outcome: Outcome = services.wrote(
-        user_id, services.ledger.confirm_memory(user_id, memory.memory_id)
-    )
-    return outcome.memory or memory
+    try:
+        outcome = services.ledger.confirm_memory(user_id, memory.memory_id)
+    except MemoryForgotten:
+        return memory  # forgotten since this save found it: the save came first
+    return services.wrote(user_id, outcome).memory or memory
 
 
 def _same(row: dict[str, Any], content: str, category: str) -> bool:

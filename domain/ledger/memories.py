@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID, uuid4
 
-from domain.context import ClaimTaken, retrying
+from domain.context import ClaimTaken, Retry, retrying
 from domain.errors import InvalidInput, KeyExists
 from domain.ledger.persistence.tables import Claim, NewDataKey
 from domain.ledger.results import MemoryState, Outcome
@@ -100,7 +100,7 @@ class MemoryCommands:
                 position = self.store.save(memory, new_keys=[new_key], claims=[claim])
             except ClaimTaken:
                 existing = self.store.find_by_key(user_id, scope, key)
-                if existing is None:  # released since (forgotten): run the body again
+                if existing is None or existing.is_forgotten:  # released since: run again
                     raise
                 return self.existing_outcome(existing, text)
             return Outcome("created", MemoryState.of(memory), position=position)
@@ -126,15 +126,18 @@ class MemoryCommands:
 
         def attempt() -> Outcome:
             existing = self.store.find_by_key(user_id, scope, key)
-            if existing is None:
-                return self.create(
-                    user_id,
-                    scope=scope,
-                    memory_key=key,
-                    content=text,
-                    category=category,
-                    changed_via=changed_via,
-                )
+            if existing is None or existing.is_forgotten:  # a forgotten holder: released since
+                try:
+                    return self.create(
+                        user_id,
+                        scope=scope,
+                        memory_key=key,
+                        content=text,
+                        category=category,
+                        changed_via=changed_via,
+                    )
+                except KeyExists:
+                    raise Retry("the key was taken concurrently: replace its value") from None
             return self._change(existing, None, text, category, changed_via, replace=True)
 
         return retrying(attempt)

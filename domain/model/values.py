@@ -33,6 +33,7 @@ __all__ = [
     "check_time",
     "clean_content",
     "is_valid_key",
+    "mixed_script_word",
     "normalise_content",
     "normalise_key",
 ]
@@ -226,8 +227,40 @@ def check_key(key: str) -> str:
         raise InvalidInput("memory_key", f"must be at most {MAX_KEY_CHARS} characters")
     if not is_valid_key(normalised):
         raise InvalidInput("memory_key", "may hold only letters, digits and '_'")
+    mixed = mixed_script_word(normalised)
+    if mixed is not None:
+        raise InvalidInput(
+            "memory_key",
+            f"the word {mixed!r} mixes Latin with Cyrillic or Greek letters (look-alikes such"
+            " as a Cyrillic 'e', U+0435): write each word of a key in one script",
+        )
     _refuse_secrets("memory_key", key)
     return normalised
+
+
+_LOOKALIKE_SCRIPTS: Final = ("LATIN", "CYRILLIC", "GREEK")
+
+
+def mixed_script_word(key: str) -> str | None:
+    """The first `_`-separated word of a normalised key whose letters mix Latin, Cyrillic and
+    Greek (the scripts whose letters pass for one another), or None.
+
+    Such a word is refused rather than folded: `tea` spelt with a Cyrillic `e` (U+0435) would
+    otherwise be a key of its own beside `tea`, looking the same to the user. A word written
+    wholly in one script (`чай`, `tea`, `язык_ответа`) is never affected, so no key of one
+    script per word changes: its normal form, and so its key claim, stay what they were.
+    """
+    for word in key.split("_"):
+        if word.isascii():
+            continue
+        scripts = {
+            unicodedata.name(char, "").partition(" ")[0]
+            for char in word
+            if unicodedata.category(char)[0] == "L"
+        }
+        if len(scripts & set(_LOOKALIKE_SCRIPTS)) > 1:
+            return word
+    return None
 
 
 def check_id(field: str, value: str) -> str:

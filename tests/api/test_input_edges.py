@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -230,6 +231,8 @@ def test_a_malformed_min_position_is_422(client: TestClient, auth: Auth, positio
 
 
 def bearer(**claims: Any) -> dict[str, str]:
+    """A token with these claims and a valid `exp` (required: tests/api/test_token_expiry.py)."""
+    claims = {"exp": int(time.time()) + 600, **claims}
     return {"Authorization": f"Bearer {jwt.encode(claims, JWT_SECRET, algorithm='HS256')}"}
 
 

@@ -3,6 +3,7 @@ against a running server: the same tools, schemas, results, policy and audit as 
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -273,3 +274,67 @@ def test_only_post_is_served_and_a_malformed_message_is_a_json_rpc_error(url: st
     assert garbled.json()["error"]["code"] == -32700  # JSON-RPC parse error
     with http(url) as anonymous:  # identity is checked first, whatever the method
         assert anonymous.get("/mcp", headers=MCP_HEADERS).status_code == 401
+
+
+@pytest.mark.parametrize("number", ["NaN", "Infinity", "-Infinity", "1e309"])
+@pytest.mark.parametrize("field", ["limit", "query"])
+def test_a_non_finite_number_is_a_tool_error_like_any_invalid_value(
+    url: str, number: str, field: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Strict JSON cannot carry NaN or infinity: they reach the tool, which refuses them (422),
+    instead of failing the dispatch (a JSON-RPC error, logged at ERROR)."""
+    arguments = {"query": '"tea"', "limit": "3"} | {field: number}
+    message = (
+        '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"search_core_memories",'
+        f'"arguments":{{"query":{arguments["query"]},"limit":{arguments["limit"]}}}}}}}'
+    )
+    with http(url, token()) as client:
+        answer = client.post(
+            "/mcp",
+            content=message.encode(),
+            headers=MCP_HEADERS | {"Content-Type": "application/json"},
+        )
+
+    assert answer.status_code == 200, answer.text
+    result = answer.json()["result"]
+    assert result["isError"] is True
+    error = result["structuredContent"]
+    assert error["status"] == 422 and isinstance(error["detail"], str)
+    assert [e["field"] for e in error["errors"]] == [field]
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+
+
+def test_a_write_over_mcp_answers_its_position(url: str) -> None:
+    message = {
+        "jsonrpc": "2.0",
+        "id": 2,
+        "method": "tools/call",
+        "params": {
+            "name": "save_core_memory",
+            "arguments": {
+                "memory_key": "drink",
+                "content": "I like green tea",
+                "category": "preference",
+                "scope_type": "global",
+            },
+        },
+    }
+    with http(url, token()) as client:
+        answer = client.post("/mcp", json=message, headers=MCP_HEADERS)
+        position = answer.headers.get("X-Position")
+        assert answer.status_code == 200 and position, answer.headers
+        listed = client.post(
+            "/mcp",
+            json={**message, "params": {"name": "list_core_memories", "arguments": {}}},
+            headers=MCP_HEADERS | {"X-Min-Position": position},
+        )
+    assert "X-Position" not in listed.headers  # a read
+    items = listed.json()["result"]["structuredContent"]["items"]
+    assert [m["content"] for m in items] == ["I like green tea"]
+    with http(url, token()) as client:
+        malformed = client.post(
+            "/mcp",
+            json={**message, "params": {"name": "list_core_memories", "arguments": {}}},
+            headers=MCP_HEADERS | {"X-Min-Position": "soon"},
+        )
+    assert malformed.json()["result"]["structuredContent"]["status"] == 422

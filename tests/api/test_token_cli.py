@@ -112,3 +112,24 @@ def test_a_configured_secret_wins_over_dev(runner: CliRunner, tmp_path: Path) ->
     result = invoke(runner, tmp_path, "--user", "alice", "--dev")
     assert result.exit_code == 0
     assert verify_token(result.stdout.strip(), SECRET).user_id == "alice"
+
+
+def test_a_ttl_over_the_maximum_token_lifetime_is_refused(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    result = invoke(runner, tmp_path, "--user", "alice", "--ttl-hours", "25")
+    assert result.exit_code == 2 and result.stdout == ""
+    assert "--ttl-hours must be at most 24" in result.stderr
+    assert invoke(runner, tmp_path, "--user", "alice", "--ttl-hours", "24").exit_code == 0
+
+
+def test_the_default_ttl_stays_within_a_shorter_maximum(runner: CliRunner, tmp_path: Path) -> None:
+    env = {
+        "MEMLEDGER_JWT_SECRET": SECRET,
+        "MEMLEDGER_DATA_DIR": str(tmp_path / "data"),
+        "MEMLEDGER_MAX_TOKEN_LIFETIME": "3600",
+    }
+    result = runner.invoke(app, ["token", "--user", "alice"], env=env)
+    assert result.exit_code == 0, result.output
+    claims = verify_token(result.stdout.strip(), SECRET, max_lifetime=3600).claims
+    assert 3600 - 60 < claims["exp"] - time.time() <= 3600

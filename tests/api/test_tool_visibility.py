@@ -157,3 +157,86 @@ def test_hidden_memories_are_not_found_listed_changed_or_forgotten(
     kept = client.get(f"/me/core-memories/{memory_id}", headers=auth("alice"))
     assert kept.status_code == 200 and kept.json()["content"] == SECRET_CONTENT
     assert kept.json()["revision"] == 1
+
+
+# -- hidden means indistinguishable (issue 22, 4) ------------------------------------------------
+
+FREE = {**MEMORY, "memory_key": "free_note", "content": OTHER_CONTENT}
+PER_CALL = {"candidate_id", "created_at", "expires_at", "proposed_key", "proposed_content"}
+
+
+def assert_like(hidden: dict[str, Any], free: dict[str, Any]) -> None:
+    """Field by field, the same answer but for what differs between any two calls (a save's
+    answer has a `memory` field too: null here, as beside any candidate)."""
+    assert hidden["status"] == free["status"] == "candidate_created"
+    assert hidden.get("memory") is None
+    assert hidden["candidate"].keys() == free["candidate"].keys()
+    for name, value in hidden["candidate"].items():
+        if name not in PER_CALL:
+            assert value == free["candidate"][name], name
+
+
+def assert_reveals_nothing(answer: Any, memory: dict[str, Any]) -> None:
+    assert memory["memory_id"] not in answer.text
+    assert SECRET_CONTENT not in answer.text
+    candidate = answer.json().get("candidate") or {}
+    assert candidate.get("operation") in (None, "create")
+    assert candidate.get("target_memory_id") is None
+    assert candidate.get("expected_revision") is None
+
+
+@pytest.mark.parametrize("how", HIDDEN)
+@pytest.mark.parametrize("name", ["save_core_memory", "propose_core_memory"])
+def test_an_answer_about_a_hidden_key_reads_like_a_new_memory_proposal(
+    client: TestClient, auth: Auth, clock: Clock, how: str, name: str
+) -> None:
+    memory = hide(client, auth, clock, how)
+
+    hidden = tool(client, auth, name, **{**MEMORY, "content": OTHER_CONTENT})
+    free = tool(client, auth, "propose_core_memory", **FREE)
+
+    assert hidden.status_code == free.status_code == 200, (hidden.text, free.text)
+    assert_like(hidden.json(), free.json())
+    assert_reveals_nothing(hidden, memory)
+    again = tool(client, auth, name, **{**MEMORY, "content": OTHER_CONTENT})
+    assert again.json()["candidate"]["candidate_id"] == hidden.json()["candidate"]["candidate_id"]
+    assert_reveals_nothing(again, memory)
+
+
+@pytest.mark.parametrize("how", HIDDEN)
+def test_the_user_still_sees_a_replacement_of_the_hidden_memory(
+    client: TestClient, auth: Auth, clock: Clock, how: str
+) -> None:
+    """The save neither overwrites nor duplicates the hidden memory: the user decides."""
+    memory = hide(client, auth, clock, how)
+
+    tool(client, auth, "save_core_memory", **{**MEMORY, "content": OTHER_CONTENT})
+
+    pending = client.get("/me/memory-candidates", headers=auth("alice")).json()["items"]
+    assert [(c["operation"], c["target_memory_id"]) for c in pending] == [
+        ("replace", memory["memory_id"])
+    ]
+    listed = client.get("/me/core-memories", headers=auth("alice")).json()["items"]
+    assert [(m["memory_id"], m["content"], m["revision"]) for m in listed] == [
+        (memory["memory_id"], SECRET_CONTENT, 1)
+    ]
+
+
+@pytest.mark.parametrize("how", [*HIDDEN, "other_workspace"])
+@pytest.mark.parametrize("name", ["update_core_memory", "forget_core_memory"])
+def test_a_hidden_memory_is_not_found_exactly_like_another_users(
+    client: TestClient, auth: Auth, clock: Clock, how: str, name: str
+) -> None:
+    if how == "other_workspace":
+        memory = create(client, auth, scope_type="workspace", workspace_type="teaching")
+    else:
+        memory = hide(client, auth, clock, how)
+    bobs = client.post("/me/core-memories", json=MEMORY, headers=auth("bob")).json()
+    body = {"content": "changed"} if name == "update_core_memory" else {}
+
+    hidden = tool(client, auth, name, memory_id=memory["memory_id"], **body)
+    foreign = tool(client, auth, name, memory_id=bobs["memory_id"], **body)
+
+    assert hidden.status_code == foreign.status_code == 404
+    assert hidden.json() == foreign.json() == {"detail": "not found"}
+    assert hidden.headers.keys() == foreign.headers.keys()

@@ -110,6 +110,41 @@ def test_a_key_with_other_than_letters_digits_and_underscores_is_invalid(key: st
     assert not isinstance(raised.value, SensitiveContent)
 
 
+@pytest.mark.parametrize(
+    "key",
+    [
+        "t\u0435\u0430",  # t + Cyrillic U+0435, U+0430: looks like "tea"
+        "favourite_t\u0435a",  # one mixed word is enough
+        "\u0440ython",  # Cyrillic U+0440
+        "caf\u03b5",  # Greek U+03B5
+        "\u0442ea",  # Cyrillic U+0442
+        "\u0442\u03b5\u0430",  # Cyrillic and Greek
+        "T\u0415A",  # upper case look-alikes, case-folded first
+    ],
+)
+def test_a_key_word_mixing_latin_cyrillic_or_greek_is_refused(key: str) -> None:
+    with pytest.raises(InvalidInput) as raised:
+        check_key(key)
+
+    assert raised.value.field == "memory_key"
+    assert "mixes Latin with Cyrillic or Greek" in raised.value.message
+
+
+@pytest.mark.parametrize(
+    ("key", "normalised"),
+    [
+        ("\u0447\u0430\u0439", "\u0447\u0430\u0439"),  # чай
+        ("\u044f\u0437\u044b\u043a_\u043e\u0442\u0432\u0435\u0442\u0430", None),
+        ("tea_\u0447\u0430\u0439", "tea_\u0447\u0430\u0439"),  # one script per word
+        ("\u03ba\u03b1\u03c6\u03ad", "\u03ba\u03b1\u03c6\u03ad"),  # καφέ
+        ("caf\u00e9", "caf\u00e9"),  # Latin with a diacritic
+        ("python_3\u5b66\u4e60", "python_3\u5b66\u4e60"),  # Latin and Han mix freely
+    ],
+)
+def test_a_key_word_in_one_script_is_kept(key: str, normalised: str | None) -> None:
+    assert check_key(key) == (normalised or key)
+
+
 def test_a_key_of_the_maximum_length_is_valid() -> None:
     assert check_key("k" * MAX_KEY_CHARS) == "k" * MAX_KEY_CHARS
 
