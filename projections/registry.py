@@ -20,13 +20,16 @@ __all__ = ["all_projections", "main_projections", "select"]
 
 def all_projections(embeddings: PassageEmbedder | None = None) -> list[Projection]:
     """A fresh instance of every projection (`embeddings`: the embedder vectors come from)."""
+    # Applied in this order, each in a transaction of its own: the revisions before the
+    # memories, so the search cache (retrieval/cache.py, rule 2) finds the revision table at
+    # least as far along as the memories table between the two, and keeps serving its entries.
     return [
+        UserRevisions(),
         ActiveMemories(),
         MemoryVersions(),
         AuditLog(),
         Tombstones(),
         Candidates(),
-        UserRevisions(),
         Profile(),
         SearchTerms(),
         Embeddings(embeddings),

@@ -112,9 +112,13 @@ class ProjectionWorker:
         return {p.name: stored.get(p.name, 0) for p in self.projections}
 
     def status(self) -> list[ProjectionStatus]:
-        """Position and lag of every projection."""
+        """Position and lag of every projection (0 where nothing was ever projected, its tables
+        not even made yet: status creates nothing)."""
         head = self.ledger.position()
-        positions = self.positions(self.status_pool)
+        try:
+            positions = self.positions(self.status_pool)
+        except psycopg.errors.UndefinedTable:
+            positions = {p.name: 0 for p in self.projections}
         return [ProjectionStatus(n, pos, head) for n, pos in positions.items()]
 
     def quarantined(self) -> dict[str, int]:

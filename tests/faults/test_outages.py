@@ -167,7 +167,8 @@ def test_exhausted_pools_answer_503_in_time_and_healthz_at_once(scenario: Scenar
         assert create(client)[0].status == 201
     blocked: list[Call] = []
     health: list[float] = []
-    clients = [server.client("writer0") for _ in range(60)]
+    # Sixty users, one request each: the pools run out, not one user's concurrency (429).
+    clients = [server.client(f"writer{i}") for i in range(60)]
 
     def request(i: int) -> None:
         client = clients[i]
