@@ -187,7 +187,9 @@ def build_embeddings(settings: Settings) -> EmbeddingService:
         matrix_bytes=settings.vector_cache_mb * 1024 * 1024,
         query_chars=settings.query_embed_chars,
         query_budget=settings.query_embed_budget,
-        query_queue=FairQueue(settings.query_embed_concurrency),
+        query_queue=FairQueue(
+            settings.query_embed_concurrency, share=settings.query_embed_share or None
+        ),
     )
 
 

@@ -21,7 +21,7 @@ __all__ = ["SEARCHES", "USER_REQUESTS", "Kind", "UserBusy", "UserLimits"]
 
 USER_REQUESTS: Final = 8
 """Default requests one user may have in flight at once (MEMLEDGER_USER_CONCURRENCY)."""
-SEARCHES: Final = 2
+SEARCHES: Final = 1
 """Default searches one user may have in flight at once (MEMLEDGER_USER_SEARCH_CONCURRENCY)."""
 
 Kind = Literal["request", "search"]

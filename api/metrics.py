@@ -170,3 +170,9 @@ def _embedding_metrics(
         "queries longer than MEMLEDGER_QUERY_EMBED_CHARS (only their start was embedded)",
         value=state.queries_capped,
     )
+    yield CounterMetricFamily(
+        "memledger_query_embeddings_over_share",
+        "queries of users past MEMLEDGER_QUERY_EMBED_SHARE while the queue was busy: searches"
+        " answered lexically",
+        value=state.query_over_share,
+    )

@@ -100,7 +100,7 @@ class Settings(BaseSettings):
         " Retry-After (0: no limit)",
     )
     user_search_concurrency: int = Field(
-        2,
+        1,
         ge=0,
         le=10000,
         description="searches one user may have in flight; past it 429 with Retry-After"
@@ -122,6 +122,13 @@ class Settings(BaseSettings):
     )
     query_embed_concurrency: int = Field(
         1, ge=1, le=64, description="query embeddings run at once (fairly queued by user)"
+    )
+    query_embed_share: float = Field(
+        0.5,
+        ge=0,
+        le=3600,
+        description="seconds of recent query-embedding time (halved every 10 s) past which a"
+        " user's searches are lexical while others' embeddings are queued or running (0: off)",
     )
     embedding_batch: int = Field(
         32, ge=1, le=1000, description="ledger events per batch of the embeddings worker"

@@ -8,6 +8,11 @@ embedding time lately (an exponentially decayed sum, `half_life` seconds), first
 served among equals. A user sending many expensive queries therefore waits behind their own
 work, while another user's query runs next, after at most the job already running.
 
+That last wait is what a flood still costs others, so a user's share is bounded too: while
+the queue is busy (a job running or waiting), a user whose decayed embedding time is past
+`share` seconds gets no embedding (`OverShare`: their search answers lexically), and the
+threads stay free for the others. On an idle queue anyone's query embeds.
+
 The caller waits for the future within a budget: past it the search goes on lexically, and
 the job is dropped if it has not started; once started it cannot be interrupted (the model is
 native code), so it finishes and its vector still lands in the query cache for a repeat.
@@ -24,12 +29,19 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Final, Generic, TypeVar
 
-__all__ = ["DEFAULT_HALF_LIFE", "FairQueue"]
+__all__ = ["DEFAULT_HALF_LIFE", "DEFAULT_SHARE", "FairQueue", "OverShare"]
 
 T = TypeVar("T")
 
 DEFAULT_HALF_LIFE: Final = 10.0
 """Seconds after which a user's past embedding time counts half in the queue's order."""
+
+DEFAULT_SHARE: Final = 0.5
+"""Seconds of (decayed) embedding time past which a user waits for an idle queue."""
+
+
+class OverShare(Exception):
+    """The user used their share of a busy queue: this query is not embedded."""
 
 
 @dataclass(order=True)
@@ -48,6 +60,7 @@ class FairQueue:
         workers: int = 1,
         *,
         half_life: float = DEFAULT_HALF_LIFE,
+        share: float | None = DEFAULT_SHARE,
         clock: Callable[[], float] = time.monotonic,
         name: str = "memledger-query-embedding",
     ) -> None:
@@ -55,6 +68,8 @@ class FairQueue:
             raise ValueError("a fair queue needs at least one worker")
         self.workers = workers
         self.half_life = half_life
+        self.share = share
+        self._running = 0
         self.clock = clock
         self.name = name
         self._pending: list[_Job[object]] = []
@@ -64,9 +79,15 @@ class FairQueue:
         self._threads: list[threading.Thread] = []
 
     def submit(self, user: str, work: Callable[[], T]) -> Future[T]:
-        """Queue `work` for `user`; cancel the future to drop it while it is still queued."""
+        """Queue `work` for `user`; cancel the future to drop it while it is still queued.
+
+        OverShare when the queue is busy and the user is past their share (see the module).
+        """
         future: Future[T] = Future()
         with self._ready:
+            busy = self._running or self._pending
+            if self.share is not None and busy and self._used(user, self.clock()) > self.share:
+                raise OverShare(user)
             self._start_workers()
             self._pending.append(_Job(next(self._seq), user, work, future))  # type: ignore[arg-type]
             self._ready.notify()
@@ -105,6 +126,8 @@ class FairQueue:
             if not job.future.set_running_or_notify_cancel():
                 continue  # the caller gave up while it waited: never run
             started = self.clock()
+            with self._ready:
+                self._running += 1
             try:
                 job.future.set_result(job.work())
             except BaseException as error:  # handed to the caller, whatever it is
@@ -112,6 +135,7 @@ class FairQueue:
             finally:
                 now = self.clock()
                 with self._ready:
+                    self._running -= 1
                     self._usage[job.user] = (self._used(job.user, now) + now - started, now)
                     self._forget_idle(now)
 

@@ -11,7 +11,8 @@ retrieval/vectors/matrix_cache.py); nothing here is written anywhere.
 A query's work is bounded: only its first `query_chars` characters are embedded (`capped`),
 and the embedding runs on the fair queue of retrieval/vectors/queue.py within `query_budget`
 seconds (and the request's deadline); past them the caller gets None, so the search answers
-lexically, and the timeout is counted (`EmbeddingState.query_timeouts`) and logged.
+lexically, and the timeout is counted (`EmbeddingState.query_timeouts`) and logged. A user past
+their share of a busy queue gets None at once (`query_over_share`).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from domain import context
 from domain.model.values import normalise_content
 from projections.views.embeddings import DTYPE, Vectors, from_bytes, passage_text, to_bytes
 from retrieval.vectors.matrix_cache import DEFAULT_MAX_BYTES, MatrixCache
-from retrieval.vectors.queue import FairQueue
+from retrieval.vectors.queue import FairQueue, OverShare
 
 __all__ = [
     "DTYPE",
@@ -117,6 +118,8 @@ class EmbeddingState:
     """Query embeddings not done within their budget: those searches were lexical."""
     queries_capped: int = 0
     """Queries longer than `query_chars`, of which only the first characters were embedded."""
+    query_over_share: int = 0
+    """Queries of users past their share of a busy queue: those searches were lexical."""
 
 
 class EmbeddingService:
@@ -153,7 +156,7 @@ class EmbeddingService:
         self._down_until = 0.0
         self._error: str | None = None if embedder is not None else "no embedder configured"
         self._passages = self._queries = self._hits = self._failures = 0
-        self._timeouts = self._capped = 0
+        self._timeouts = self._capped = self._over_share = 0
         self._passage_seconds = 0.0
 
     @property
@@ -180,6 +183,7 @@ class EmbeddingService:
                 self._failures,
                 self._timeouts,
                 self._capped,
+                self._over_share,
             )
 
     def _failed(self, error: Exception) -> None:
@@ -257,7 +261,12 @@ class EmbeddingService:
             self._remember(key, vector)
             return vector
 
-        job = self.queue.submit(user, embed)
+        try:
+            job = self.queue.submit(user, embed)
+        except OverShare:
+            with self._lock:
+                self._over_share += 1
+            return None
         budget = self._budget()
         try:
             return job.result(timeout=budget)

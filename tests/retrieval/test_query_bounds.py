@@ -19,7 +19,7 @@ from domain.model.values import Scope
 from projections.reads import Reads
 from projections.registry import all_projections
 from projections.worker import ProjectionWorker
-from retrieval.vectors.queue import FairQueue
+from retrieval.vectors.queue import FairQueue, OverShare
 from retrieval.vectors.service import QUERY_CHARS, EmbeddingService, Vectors, capped, normalised
 from tests.retrieval.test_vector_matrix import bag_of_words
 
@@ -78,6 +78,34 @@ def test_the_queue_runs_the_least_served_user_first_and_drops_cancelled_jobs() -
         job.result(timeout=30)
     # "heavy" used the worker while the others queued: "light" runs next, then heavy's in order
     assert ran == ["light", "heavy0", "heavy1", "heavy2"]
+
+
+def test_a_user_past_their_share_of_a_busy_queue_is_not_embedded() -> None:
+    now = [0.0]
+    queue = FairQueue(1, share=0.5, half_life=10.0, clock=lambda: now[0])
+
+    def costs(seconds: float) -> Callable[[], None]:
+        def work() -> None:
+            now[0] += seconds  # the model's time, on the fake clock
+
+        return work
+
+    queue.submit("heavy", costs(2.0)).result(timeout=30)  # an idle queue: anyone embeds
+    started, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        started.set()
+        release.wait(timeout=30)
+
+    light = queue.submit("light", hold)
+    assert started.wait(timeout=30)
+    with pytest.raises(OverShare):  # busy, and heavy used 2 s: its query goes lexical
+        queue.submit("heavy", costs(1.0))
+    queue.submit("other", costs(0.1))  # a user within their share still queues
+    release.set()
+    light.result(timeout=30)
+    now[0] += 60.0  # six half-lives later heavy's usage is far below its share again
+    queue.submit("heavy", costs(0.1)).result(timeout=30)
 
 
 @pytest.fixture
