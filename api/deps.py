@@ -35,7 +35,8 @@ from projections.views.tombstones import Tombstones
 from projections.views.user_revisions import UserRevisions
 from projections.worker import ProjectionWorker
 from retrieval.cache import QueryCache, SearchKey
-from retrieval.search import Found
+from retrieval.hybrid import HybridSource
+from retrieval.search import Found, MemorySearch
 from retrieval.vectors.service import EmbeddingService
 
 __all__ = [
@@ -178,8 +179,15 @@ class Services:
     """The embedder for hybrid search (None, or one without embedder: lexical only)."""
     embedding_worker: ProjectionWorker | None = None
     """The embeddings projection's own worker (its lag is reported; reads never wait for it)."""
+    search: MemorySearch | None = None
+    """The search tool's engine, built once (api/bootstrap.py; else from the two above)."""
     _written: dict[str, int] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def __post_init__(self) -> None:
+        if self.search is None:
+            vectors = HybridSource(self.embeddings) if self.embeddings is not None else None
+            self.search = MemorySearch(self.search_cache, vectors=vectors)
 
     def wrote(self, user_id: str, outcome: Outcome) -> Outcome:
         """Remember the position of a user's write, so their next reads wait for it."""

@@ -1,11 +1,11 @@
 """Offline tuning aid: embed the recall set's tuning+validation memories/queries once.
 
-Writes /tmp/rank/cache.pkl with, per query of the chosen splits (never test) and of the older
+Writes /tmp/rank-i23/cache.pkl with, per query of the chosen splits (never test) and of the older
 labelled set (tests/retrieval/), its vector, its visible memories, their vectors and the
-lexical and dictionary evidence the product would compute; when the `use` extra is installed,
+lexical evidence the product would compute; when the `use` extra is installed,
 the USE multilingual v3 vectors of the same memories, queries and background too (the second
-model of retrieval/vectors/joint.py). Used by scripts/_recall_replay.py to replay ranking rules
-in numpy; the figures to report come from scripts/eval_recall.py.
+model of retrieval/vectors/joint.py). Used by scripts/_recall_tune.py to replay the fusion in
+numpy; the figures to report come from scripts/eval_recall.py.
 
     PYTHONPATH=$PWD .venv/bin/python scripts/_recall_cache.py
 """
@@ -28,7 +28,6 @@ from api.bootstrap import build_embeddings
 from api.settings import Settings
 from domain.model.values import normalise_content
 from retrieval.calibration import CHINESE, ENGLISH, Background
-from retrieval.glossary import Evidence, shared_glossary
 from retrieval.query import Query, SearchRow, judge
 from retrieval.vectors.joint import UseEmbedder
 from retrieval.vectors.service import EmbedderError, passage_text
@@ -95,14 +94,12 @@ def main() -> None:
     except EmbedderError:  # the `use` extra is not installed: e5 only
         use, use_mat = None, None
     bg = Background(service)
-    glossary = shared_glossary()
     out_q = []
     for q in [*data.queries, *old_queries]:
         query = Query.of(q["query"])
         vec = np.asarray(service.query(query.normal, normal=True), dtype=np.float32).reshape(-1)
         setname = "old" if q["split"] == "old" else "new"
         vis = visible[(setname, q["user"], q["workspace"])]
-        ev = Evidence(glossary, query.normal, 1.0)
         feats = []
         for label in vis:
             j = judge(query, row_of(mems[label]), NOW)
@@ -115,7 +112,6 @@ def main() -> None:
                     "category": j.category,
                     "coverage": j.coverage,
                     "lex": j.matches,
-                    "gloss": ev.credit(mems[label]["memory_key"], mems[label]["content"]),
                 }
             )
         out_q.append(
@@ -126,7 +122,6 @@ def main() -> None:
                 "total": query.total,
                 "terms": dict(query.terms),
                 "feats": feats,
-                "gloss_units": ev.weight > 0,
                 **({"use_vec": use.query(query.normal)} if use is not None else {}),
             }
         )
@@ -142,7 +137,7 @@ def main() -> None:
         cache["use_mat"] = use_mat
         cache["use_bg_latin"] = use.passages([normalise_content(t) for t in ENGLISH])
         cache["use_bg_cjk"] = use.passages([normalise_content(t) for t in CHINESE])
-    pathlib.Path("/tmp/rank/cache.pkl").write_bytes(pickle.dumps(cache))
+    pathlib.Path("/tmp/rank-i23/cache.pkl").write_bytes(pickle.dumps(cache))
     print("queries", len(out_q), "memories", len(labels))
 
 

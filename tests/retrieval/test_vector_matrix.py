@@ -192,10 +192,10 @@ def test_hybrid_search_keeps_working_on_the_cached_matrix(
     main.catch_up()
     embedding.catch_up()
     reads = Reads(main.pool, main.schema)
-    engine = MemorySearch(reads, None, vectors=HybridSource(service, fetch_floor=0.3))
-    cached = [engine("alice", "learning", f"topic{i}", now=clock.now) for i in range(5)]
+    engine = MemorySearch(None, vectors=HybridSource(service))
+    cached = [engine(reads, "alice", "learning", f"topic{i}", now=clock.now) for i in range(5)]
     service.matrices.clear()
-    fresh = [engine("alice", "learning", f"topic{i}", now=clock.now) for i in range(5)]
+    fresh = [engine(reads, "alice", "learning", f"topic{i}", now=clock.now) for i in range(5)]
     assert [f.result for f in cached] == [f.result for f in fresh]
     assert all(f.result.items for f in fresh)
     loaded = VectorReads(reads, None).user_vectors("alice", Words.model_id, DIM)
