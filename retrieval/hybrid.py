@@ -22,6 +22,7 @@ from domain.model.values import Scope
 from projections.reads import Reads
 from retrieval.calibration import Background, is_cjk
 from retrieval.fusion import WEIGHTS, Weights
+from retrieval.glossary import Evidence, Glossary, shared_glossary
 from retrieval.query import Query
 from retrieval.vectors.service import EmbeddingService
 from retrieval.vectors.store import VectorReads
@@ -34,20 +35,28 @@ VECTOR_POOL: Final = 50
 
 @dataclass(frozen=True, slots=True)
 class Dense:
-    """One search's dense evidence: memory id -> cosine - HUBNESS x hubness, and the rows of
-    the dense candidates the lexical fetch did not return."""
+    """One search's dense evidence: memory id -> cosine - HUBNESS x hubness, the rows of the
+    dense candidates the lexical fetch did not return, and the query's dictionary evidence."""
 
     scores: dict[UUID, float]
     rows: list[dict[str, Any]]
+    dictionary: Evidence
 
 
 class HybridSource:
     """Dense evidence for `MemorySearch`; None from `find` means: rank lexically."""
 
-    def __init__(self, service: EmbeddingService, weights: Weights = WEIGHTS) -> None:
+    def __init__(
+        self,
+        service: EmbeddingService,
+        weights: Weights = WEIGHTS,
+        glossary: Glossary | None = None,
+    ) -> None:
         self.service = service
         self.background = Background(service)
-        self.hubness = weights.hubness
+        self.weights = weights
+        self.glossary = glossary if glossary is not None else shared_glossary()
+        """Bilingual evidence (retrieval/glossary.py); the process's shared one by default."""
 
     def model(self) -> str | None:
         """The model ranking searches now (None: the search is lexical)."""
@@ -95,8 +104,9 @@ class HybridSource:
         if hubness is None:
             return None
         scores = {
-            m: similar.similarity[m] - self.hubness * h
+            m: similar.similarity[m] - self.weights.hubness * h
             for m, h in zip(ids, hubness.tolist(), strict=True)
             if m in similar.similarity
         }
-        return Dense(scores, similar.rows)
+        dictionary = Evidence(self.glossary, query.normal, self.weights.translated)
+        return Dense(scores, similar.rows, dictionary)

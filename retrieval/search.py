@@ -186,8 +186,10 @@ def search(
     pool = [
         r for r in visible_rows(rows, workspace, now) if category is None or r.category == category
     ]
-    ranked = (ranker or FusedRanker({})).rank(q, pool, now=now, min_relevance=min_relevance)
-    return _budget(ranked, max(0, min(limit, MAX_LIMIT)), total_tokens, item_tokens)
+    limit = max(0, min(limit, MAX_LIMIT))
+    ranker = ranker or FusedRanker({})
+    ranked = ranker.rank(q, pool, now=now, min_relevance=min_relevance, limit=max(1, limit))
+    return _budget(ranked, limit, total_tokens, item_tokens)
 
 
 @dataclass(frozen=True, slots=True)
@@ -318,7 +320,7 @@ class MemorySearch:
             now=now,
             category=category,
             limit=limit,
-            ranker=FusedRanker(dense.scores if dense is not None else {}),
+            ranker=FusedRanker(dense.scores, dense.dictionary) if dense else FusedRanker({}),
             min_relevance=min_relevance,
         )
         returned = {i.row.memory_id for i in result.items}

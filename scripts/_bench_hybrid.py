@@ -68,6 +68,7 @@ class HybridBench:
         self.reads, self.user, self.workspace, self.now = reads, user, workspace, now
         self.service = EmbeddingService(make_embedder(embedder, threads=1))
         self.source = HybridSource(self.service)
+        self.source.glossary.warm_up()  # as `serve` does: the dictionary is parsed at start-up
         self.facts_: dict[str, Any] = self._backfill(pool, t, embed_limit, say)
 
     def _backfill(
@@ -94,7 +95,6 @@ class HybridBench:
         embedded = rows[: limit or len(rows)]
         model = self.service.model_id
         self.service.warm_up()
-        self.source.glossary.warm_up()  # as `serve` does: the dictionary is parsed at start-up
         began = time.perf_counter()
         vectors: list[bytes] = []
         with pool.connection() as conn, conn.cursor() as cur:
@@ -137,19 +137,19 @@ class HybridBench:
                 copy.write_row((memory_id, self.user, sealed_key, revision, model, sealed))
 
     def _run(self, engine: MemorySearch, query: str) -> list[UUID]:
-        found = engine(self.user, self.workspace, query, now=self.now)
+        found = engine(self.reads, self.user, self.workspace, query, now=self.now)
         return [i.row.memory_id for i in found.result.items]
 
     def round(self, asked: list[str], timed: Callable[..., None], times: dict[str, list]) -> None:
         """One round of every hybrid measurement over the queries."""
-        off = MemorySearch(self.reads, None, vectors=self.source)
+        off = MemorySearch(None, vectors=self.source)
         self.service.clear_cache()
         for query in asked:
             timed(lambda q=query: self._run(off, q), times["hybrid_off"])
         for query in asked:
             self.service.matrices.clear()  # as after a change of the user's memories
             timed(lambda q=query: self._run(off, q), times["hybrid_reload"])
-        engine = MemorySearch(self.reads, QueryCache(ttl=3600), vectors=self.source)
+        engine = MemorySearch(QueryCache(ttl=3600), vectors=self.source)
         for name in ("hybrid_on_first", "hybrid_on_again"):
             for query in asked:
                 timed(lambda q=query, e=engine: self._run(e, q), times[name])
@@ -160,8 +160,8 @@ class HybridBench:
 
     def facts(self, asked: list[str]) -> dict[str, Any]:
         """Backfill figures, and how often the hybrid adds or changes an answer."""
-        lexical = MemorySearch(self.reads, None)
-        hybrid = MemorySearch(self.reads, None, vectors=self.source)
+        lexical = MemorySearch(None)
+        hybrid = MemorySearch(None, vectors=self.source)
         answers = [(self._run(lexical, q), self._run(hybrid, q)) for q in asked]
         matrices = self.service.matrices.state()
         return {

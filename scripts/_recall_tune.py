@@ -24,7 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from retrieval.fusion import DATA, Weights
+from retrieval.fusion import DATA, Weights, names_only_categories
+from retrieval.query import Query
 
 CJK = re.compile("[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 KINDS = ("keyword", "question", "paraphrase", "cross_language", "mixed")
@@ -58,7 +59,7 @@ def load(path: str) -> list[Q]:
             if not q.get("category") or mems[f["label"]]["category"] == q["category"]
         ]
         ii = np.array([index[f["label"]] for f in feats], dtype=int)
-        listing = False  # the category-listing signal was measured, then removed
+        listing = names_only_categories(Query.of(q["query"]))
         cjk = bool(CJK.search(q["query"]))
         out.append(
             {
@@ -221,8 +222,8 @@ def main() -> None:
     parser.add_argument("--cache", default="/tmp/rank-i23/cache.pkl")
     parser.add_argument("--fit", action="store_true")
     parser.add_argument("--grid", action="store_true")
+    parser.add_argument("--exact", type=float, default=0.0, help="key/phrase weight")
     parser.add_argument("--lexical", type=float, default=0.0, help="coverage weight")
-    parser.add_argument("--translated", type=float, default=0.0, help="dictionary weight")
     args = parser.parse_args()
     everything = load(args.cache)
     split = {
@@ -230,7 +231,7 @@ def main() -> None:
     }
     tune, val = split["tuning"], split["validation"]
     kept = Weights.load()
-    w = W(kept.hubness, args.lexical, 0.0, args.translated, 0.0)
+    w = W(kept.hubness, args.lexical, args.exact, kept.translated, kept.listed)
     print(f"{'':<34} R@5   MRR   empty {' '.join(k[:5] for k in KINDS)}")
     for s in ("tuning", "validation"):
         print(row(f"{s}: dense", dense(split[s])))
@@ -259,6 +260,13 @@ def main() -> None:
             f" MRR {mt['MRR'] - base_t['MRR']:+.3f}"
         )
     old = split["old"]
+    base_o = metrics(old, weighted(w))
+    for name in ("hubness", "translated", "listed"):
+        mo = metrics(old, weighted(replace(w, **{name: 0.0})))
+        print(
+            f"  older set without {name}: R@5 {mo['R@5'] - base_o['R@5']:+.3f}"
+            f" MRR {mo['MRR'] - base_o['MRR']:+.3f}"
+        )
     print(
         row("old set: dense", dense(old)),
         "\n" + row("old set: weighted", metrics(old, weighted(w))),

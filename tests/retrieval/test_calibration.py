@@ -101,7 +101,14 @@ def _dense_for(relevance: float) -> float:
 
 def test_relevance_is_platt_scaling_of_the_dense_score_or_of_lexical_coverage() -> None:
     w = Weights(
-        hubness=1.0, platt_a=10.0, platt_b=-1.0, lexical_a=2.0, lexical_b=-1.0, threshold=0.1
+        hubness=1.0,
+        translated=0.0,
+        listed=0.0,
+        platt_a=10.0,
+        platt_b=-1.0,
+        lexical_a=2.0,
+        lexical_b=-1.0,
+        threshold=0.1,
     )
 
     assert w.relevance(0.1, coverage=1.0) == pytest.approx(0.5)  # a vector: coverage unused
@@ -160,3 +167,15 @@ def test_equal_relevance_ranks_newer_first() -> None:
     )
 
     assert [s.row for s in ranked] == [best, new, old]
+
+
+def test_a_query_naming_only_a_category_raises_that_category() -> None:
+    goal = search_row("exam_goal", "Pass the bar exam in July.", category="goal", updated_at=NOW)
+    other = _candidate("job", "I am a nurse in Madrid.")
+    scores = {goal.memory_id: 0.0, other.memory_id: WEIGHTS.listed / 2}
+
+    ranked = FusedRanker(scores).rank(Query.of("my goals"), [other, goal], now=NOW, min_relevance=0)
+    plain = FusedRanker(scores).rank(Query.of("exam"), [other, goal], now=NOW, min_relevance=0)
+
+    assert [s.row for s in ranked][:1] == [goal]
+    assert [s.row for s in plain] == [other, goal]
