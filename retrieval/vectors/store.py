@@ -98,13 +98,17 @@ class VectorReads:
     def user_vectors(self, user_id: str, model: str, dim: int) -> UserVectors:
         """The user's matrix: from the cache while their memories and vectors are unchanged."""
         cache, schema = self.cache, self.t.schema
+        known = None
         if cache is not None and cache.max_bytes > 0:
             key = read_vector_key(self.reads, user_id)
+            known = cache.peek(schema, user_id, model)
             if key.may_serve:
                 cached = cache.get(schema, user_id, model, key)
                 if cached is not None:
                     return cached
-        loaded = load_user_vectors(self.reads, user_id, model, dim)
+            if known is not None and (known.key.table, known.matrix.shape[-1]) != (key.table, dim):
+                known = None  # another embeddings table (a rebuild) or size: read every vector
+        loaded = load_user_vectors(self.reads, user_id, model, dim, known)
         if cache is not None and loaded.key.may_store:
             cache.put(schema, user_id, model, loaded)
         return loaded
