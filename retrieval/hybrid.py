@@ -73,11 +73,14 @@ class HybridSource:
         now: datetime,
         category: str | None,
         lexical_revisions: Mapping[UUID, int],
+        limit: int,
     ) -> Dense | None:
         """Dense candidates, or None when embeddings are unavailable.
 
         `lexical_revisions`: the lexical candidates and their revisions (each gets its score
-        whatever it is, if it has a vector of that revision).
+        whatever it is, if it has a vector of that revision). Of the others, only the rows of
+        those that can rank within `limit` are read: a dense score more than TRANSLATED +
+        LISTED (all the fusion can add) below the `limit`-th best cannot.
         """
         model = self.service.model_id
         vector = self.service.query(query.normal, normal=True) if model is not None else None
@@ -93,6 +96,7 @@ class HybridSource:
             limit=VECTOR_POOL,
             category=category,
             include=lexical_revisions,
+            fetch=False,
         )
         ids = list(similar.vectors)
         matrix = (
@@ -108,5 +112,12 @@ class HybridSource:
             for m, h in zip(ids, hubness.tolist(), strict=True)
             if m in similar.similarity
         }
+        ranked = sorted(scores.values(), reverse=True)
+        room = self.weights.translated + self.weights.listed
+        bar = ranked[limit - 1] - room if len(ranked) >= limit else -np.inf
+        wanted = {m: r for m, r in similar.pending.items() if scores.get(m, -np.inf) >= bar}
+        rows = VectorReads(reads, self.service.matrices).rows_of(user_id, wanted)
+        found = {row["memory_id"] for row in rows}
+        scores = {m: d for m, d in scores.items() if m in lexical_revisions or m in found}
         dictionary = Evidence(self.glossary, query.normal, self.weights.translated)
-        return Dense(scores, similar.rows, dictionary)
+        return Dense(scores, rows, dictionary)

@@ -310,6 +310,7 @@ class MemorySearch:
                 now=now,
                 category=category,
                 lexical_revisions={r["memory_id"]: r["revision"] for r in rows},
+                limit=max(1, min(limit, MAX_LIMIT)),
             )
             if dense is not None:
                 rows = rows + dense.rows

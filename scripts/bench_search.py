@@ -90,6 +90,7 @@ from retrieval.search import DEFAULT_LIMIT, Found, MemorySearch, search
 _HYBRID_LABELS = {
     "hybrid_off": "hybrid search, cache off",
     "hybrid_reload": "hybrid search, cache off, matrix reloaded",
+    "hybrid_changed": "hybrid search, cache off, first after a change (matrix refreshed)",
     "hybrid_on_first": "hybrid search, cache on, first pass",
     "hybrid_on_again": "hybrid search, cache on, second pass",
     "query_embedding": "  of which: query embedding (uncached)",
