@@ -25,7 +25,9 @@ from projections.reads import Reads
 from projections.registry import all_projections, main_projections
 from projections.views.embeddings import Embeddings
 from projections.worker import ProjectionWorker, ensure_tables
-from retrieval.cache import QueryCache
+from retrieval.cache import QueryCache, SearchKey
+from retrieval.hybrid import HybridSource
+from retrieval.search import Found, MemorySearch
 from retrieval.vectors.configured import make_embedder
 from retrieval.vectors.queue import FairQueue
 from retrieval.vectors.service import EmbeddingService
@@ -260,7 +262,9 @@ def build_services(
     read_pool: ConnectionPool[Any] | None = None,
 ) -> Services:
     """What the HTTP routes use: ledger, projection reads (through `read_pool`, see
-    `build_read_pool`; the worker's status pool by default), metrics, JWT secret, audit, cache."""
+    `build_read_pool`; the worker's status pool by default), metrics, JWT secret, audit, cache,
+    and the search engine (built here once, never per request)."""
+    cache: QueryCache[SearchKey, Found] = QueryCache(ttl=settings.search_cache_ttl)
     return Services(
         ledger=ledger,
         reads=Reads(read_pool or worker.status_pool, settings.db_schema),
@@ -272,11 +276,12 @@ def build_services(
         max_body_bytes=settings.max_body_bytes,
         worker=worker,
         access_log=AccessLog(ledger),
-        search_cache=QueryCache(ttl=settings.search_cache_ttl),
+        search_cache=cache,
         embeddings=embeddings,
         embedding_worker=embedding_worker,
         limits=UserLimits(settings.user_concurrency, settings.user_search_concurrency),
         max_concurrency=settings.max_concurrency,
+        search=MemorySearch(cache, vectors=HybridSource(embeddings) if embeddings else None),
     )
 
 

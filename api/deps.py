@@ -37,7 +37,8 @@ from projections.views.tombstones import Tombstones
 from projections.views.user_revisions import UserRevisions
 from projections.worker import ProjectionWorker
 from retrieval.cache import QueryCache, SearchKey
-from retrieval.search import Found
+from retrieval.hybrid import HybridSource
+from retrieval.search import Found, MemorySearch
 from retrieval.vectors.service import EmbeddingService
 
 __all__ = [
@@ -204,8 +205,15 @@ class Services:
     max_concurrency: int = 0
     """Requests in flight in the process (api/middleware.py `Admission`); past it 503 with
     Retry-After. 0 (services built by hand, in tests): no cap."""
+    search: MemorySearch | None = None
+    """The search tool's engine, built once (api/bootstrap.py; else from the two above)."""
     _written: dict[str, int] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def __post_init__(self) -> None:
+        if self.search is None:
+            vectors = HybridSource(self.embeddings) if self.embeddings is not None else None
+            self.search = MemorySearch(self.search_cache, vectors=vectors)
 
     def wrote(self, user_id: str, outcome: Outcome) -> Outcome:
         """Remember the position of a user's write, so their next reads wait for it, and

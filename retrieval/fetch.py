@@ -1,9 +1,9 @@
 """The narrow candidate fetch of `search_core_memories`: a few search_terms rows, never all.
 
-`fetch_rows` returns the user's live, visible, unshadowed rows among which
-`LexicalRanker` finds its first `limit`, so that ranking them gives exactly the answer of
-ranking all the user's memories. It walks the ranker's order in SQL and stops as soon as the
-first `limit` are certain, usually after one statement:
+`fetch_rows` returns the user's live, visible, unshadowed lexical matches among which the
+lexical order (`retrieval.query.judge`) finds its first `limit`, so that ranking them gives
+exactly the lexical answer of ranking all the user's memories. It walks that order in SQL and
+stops as soon as the first `limit` are certain, usually after one statement:
 
 1. Top: the rows holding the query as key, or every query term (GIN `@>`: an intersection of
    posting lists). Only these can contain the query as a phrase, which SQL cannot test; it

@@ -4,16 +4,16 @@
 `key`; the fetch, the lexical and the hybrid rankers read `terms`, `phrase`, `key` and `named`;
 the embedder and the glossary read `normal`. No stage normalises or tokenises the query again.
 `SearchRow` is a memory as retrieval ranks it; `judge(query, row, now)` returns a `Judgement`
-(key match, phrase, matched weight, category, coverage, sort key) and `LexicalRanker` orders
-the rows it admits; the hybrid ranker reads the same judgements.
+(key match, phrase, matched weight, category, coverage, sort key), which the fusion
+(retrieval/fusion.py) reads.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Final, Protocol
+from typing import Any, Final
 from uuid import UUID
 
 from domain.model.values import normalise_content, normalise_key
@@ -26,9 +26,7 @@ __all__ = [
     "MAX_LIMIT",
     "MIN_MATCHED",
     "Judgement",
-    "LexicalRanker",
     "Query",
-    "Ranker",
     "Scored",
     "SearchRow",
     "due_for_review",
@@ -183,16 +181,6 @@ class Scored:
     score: float
 
 
-class Ranker(Protocol):
-    """Orders rows for a query; returns matches only, best first."""
-
-    version: str
-
-    def rank(self, query: Query, rows: Sequence[SearchRow], *, now: datetime) -> list[Scored]:
-        """Matches only (no match: empty), best first, deterministic for equal input."""
-        ...
-
-
 MIN_MATCHED: Final = STRONG
 """Matched term weight that makes a memory a match on its own (no key, phrase or category)."""
 
@@ -245,11 +233,6 @@ class Judgement:
         """The row is a lexical match."""
         return self.key_match or self.phrased or self.category or self.matched >= MIN_MATCHED
 
-    @property
-    def score(self) -> float:
-        """The relevance reported with a match: key 8, phrase 4, coverage 0..2, category 1."""
-        return 8 * self.key_match + 4 * self.phrased + 2 * self.coverage + self.category
-
 
 def judge(q: Query, row: SearchRow, now: datetime, *, phrased: bool | None = None) -> Judgement:
     """The verdict on `row`; `phrased` overrides the phrase test (to bound rows not seen).
@@ -278,19 +261,3 @@ def judge(q: Query, row: SearchRow, now: datetime, *, phrased: bool | None = Non
     )
     coverage = matched / q.total if q.total else 0.0
     return Judgement(row, key_match, phrased, matched, category, coverage, order)
-
-
-class LexicalRanker:
-    """Deterministic lexical ranking (section 10, first version); see the module docstring."""
-
-    version = "lexical-2"
-
-    def judged(self, query: Query, rows: Sequence[SearchRow], *, now: datetime) -> list[Judgement]:
-        """The matching rows' judgements, best first."""
-        found = [j for j in (judge(query, row, now) for row in rows) if j.matches]
-        found.sort(key=lambda j: j.order)
-        return found
-
-    def rank(self, query: Query, rows: Sequence[SearchRow], *, now: datetime) -> list[Scored]:
-        """Matches only, best first."""
-        return [Scored(j.row, j.score) for j in self.judged(query, rows, now=now)]

@@ -1,10 +1,11 @@
-"""The one entry point of a search: `MemorySearch(reads, cache)(user_id, workspace, text, now=)`.
+"""The one entry point of a search: `MemorySearch(cache, vectors=)(reads, user_id, workspace,
+text, now=)`, built once per process (api/bootstrap.py).
 
 Below the policy check (api/routes/tools.py), a search: analyses the query once
 (`retrieval.query.Query`), looks up the result cache (retrieval/cache.py, section 16), fetches
-the few rows that can rank (retrieval/fetch.py), adds vector evidence when embeddings are on
-(retrieval/hybrid.py), then keeps the visible rows, ranks them and cuts them to the budgets
-(`search` below). The path, file by file: docs/retrieval.md.
+the few lexical rows that can rank (retrieval/fetch.py), adds the dense candidates when
+embeddings are on (retrieval/hybrid.py), then keeps the visible rows, ranks them by calibrated
+relevance (retrieval/fusion.py) and cuts them to the budgets (`search` below).
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol
 from uuid import UUID
 
@@ -21,7 +21,8 @@ from domain.policy import visible_scopes
 from projections.reads import Reads
 from retrieval.cache import QueryCache, SearchKey, fresh_until, read_revision
 from retrieval.fetch import fetch_rows
-from retrieval.query import DEFAULT_LIMIT, MAX_LIMIT, LexicalRanker, Query, Ranker, SearchRow
+from retrieval.fusion import WEIGHTS, FusedRanker
+from retrieval.query import DEFAULT_LIMIT, MAX_LIMIT, Query, SearchRow
 
 if TYPE_CHECKING:
     from retrieval.hybrid import HybridSource
@@ -128,11 +129,13 @@ MIN_CUT_TOKENS: Final = 16
 
 @dataclass(frozen=True, slots=True)
 class SearchItem:
-    """A returned memory: its content (perhaps cut) and that content's token estimate."""
+    """A returned memory: its content (perhaps cut), that content's token estimate and its
+    calibrated relevance (0..1)."""
 
     row: SearchRow
     content: str
     tokens: int
+    relevance: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,7 +159,7 @@ def _budget(ranked: Sequence[Scored], limit: int, total: int, per_item: int) -> 
                 break  # keep rank order: nothing below a left-out item is returned
             content = truncate(content, cap)
         tokens = estimate_tokens(content)
-        items.append(SearchItem(scored.row, content, tokens))
+        items.append(SearchItem(scored.row, content, tokens, scored.score))
         used += tokens
     return SearchResult(items, used)
 
@@ -169,20 +172,24 @@ def search(
     now: datetime,
     category: str | None = None,
     limit: int = DEFAULT_LIMIT,
-    ranker: Ranker | None = None,
+    ranker: FusedRanker | None = None,
+    min_relevance: float | None = None,
     total_tokens: int = TOTAL_TOKENS,
     item_tokens: int = ITEM_TOKENS,
 ) -> SearchResult:
-    """Retrievable, visible rows ranked for `query`, within the limit and budgets.
+    """Retrievable, visible rows at or above `min_relevance` (default: the threshold), ranked
+    for `query`, within the limit and budgets.
 
-    `query`: analysed by the caller (`Query.of`), or its text.
+    `query`: analysed by the caller (`Query.of`), or its text. `ranker`: lexical by default.
     """
     q = query if isinstance(query, Query) else Query.of(query)
     pool = [
         r for r in visible_rows(rows, workspace, now) if category is None or r.category == category
     ]
-    ranked = (ranker or LexicalRanker()).rank(q, pool, now=now)
-    return _budget(ranked, max(0, min(limit, MAX_LIMIT)), total_tokens, item_tokens)
+    limit = max(0, min(limit, MAX_LIMIT))
+    ranker = ranker or FusedRanker({})
+    ranked = ranker.rank(q, pool, now=now, min_relevance=min_relevance, limit=max(1, limit))
+    return _budget(ranked, limit, total_tokens, item_tokens)
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,6 +206,7 @@ class SearchRows(Protocol):
 
     def __call__(
         self,
+        reads: Reads,
         user_id: str,
         scopes: Sequence[Scope],
         query: Query,
@@ -214,28 +222,26 @@ class SearchRows(Protocol):
 class MemorySearch:
     """`search_core_memories` below the policy: rows, ranking, budgets, the cache.
 
-    Call it only once the policy allowed the call: it trusts `workspace`.
+    Built once (api/bootstrap.py); call it only once the policy allowed the call: it trusts
+    `workspace`.
     """
 
     def __init__(
         self,
-        reads: Reads,
         cache: QueryCache[SearchKey, Found] | None = None,
         *,
-        ranker: LexicalRanker | None = None,
         vectors: HybridSource | None = None,
-        rows: SearchRows | None = None,
+        rows: SearchRows = fetch_rows,
     ) -> None:
-        self.reads = reads
         self.cache = cache if cache is not None and cache.enabled else None
-        self.ranker = ranker or LexicalRanker()
         self.vectors = vectors
-        """Vector evidence (hybrid ranking) when embeddings are on; None: lexical only."""
-        self.rows: SearchRows = rows if rows is not None else partial(fetch_rows, reads)
+        """Dense candidates when embeddings are on; None: lexical only."""
+        self.rows = rows
         """The narrow fetch over the search_terms view unless another source is given."""
 
     def __call__(
         self,
+        reads: Reads,
         user_id: str,
         workspace: str,
         text: str,
@@ -243,13 +249,16 @@ class MemorySearch:
         now: datetime,
         category: str | None = None,
         limit: int = DEFAULT_LIMIT,
+        min_relevance: float | None = None,
     ) -> Found:
         """The ranked, budgeted result for this turn (from the cache when fresh)."""
         scopes = visible_scopes(workspace)
         query = Query.of(text)
+        floor = WEIGHTS.threshold if min_relevance is None else min_relevance
+        args = (reads, user_id, workspace, scopes, query, now, category, limit, floor)
         if self.cache is None:
-            return self._search(user_id, workspace, scopes, query, now, category, limit)[0]
-        snapshot = read_revision(self.reads, user_id)
+            return self._search(*args)[0]
+        snapshot = read_revision(reads, user_id)
         key = SearchKey.of(
             user_id=user_id,
             workspace=workspace,
@@ -258,27 +267,29 @@ class MemorySearch:
             category=category,
             limit=limit,
             revision=snapshot.revision,
-            retrieval_version=self._version(),
+            retrieval_version=f"{self._version()}/{floor:g}",
         )
         if snapshot.may_serve:
             cached = self.cache.get(key, now=now)
             if cached is not None:
                 return replace(cached, cached=True)
-        found, rows, version = self._search(user_id, workspace, scopes, query, now, category, limit)
+        found, rows, version = self._search(*args)
         if snapshot.may_store:  # under the version that ranked it (lexical if vectors failed)
-            hiding = self.reads.next_shadow_expiry(user_id, scopes, now)
+            hiding = reads.next_shadow_expiry(user_id, scopes, now)
             self.cache.put(
-                replace(key, retrieval_version=version),
+                replace(key, retrieval_version=f"{version}/{floor:g}"),
                 found,
                 fresh_until=fresh_until(rows, now, hiding),
             )
         return found
 
     def _version(self) -> str:
-        return self.ranker.version if self.vectors is None else self.vectors.version(self.ranker)
+        model = self.vectors.model() if self.vectors is not None else None
+        return f"{WEIGHTS.version}/{model or 'lexical'}"
 
     def _search(
         self,
+        reads: Reads,
         user_id: str,
         workspace: str,
         scopes: Sequence[Scope],
@@ -286,23 +297,23 @@ class MemorySearch:
         now: datetime,
         category: str | None,
         limit: int,
+        min_relevance: float,
     ) -> tuple[Found, list[dict[str, Any]], str]:
-        rows = self.rows(user_id, scopes, query, now=now, category=category, limit=limit)
-        ranker: Ranker = self.ranker
-        if self.vectors is not None:  # hybrid: add the vector rows, fuse the rankings
-            hybrid = self.vectors.find(
-                self.reads,
-                self.ranker,
+        rows = self.rows(reads, user_id, scopes, query, now=now, category=category, limit=limit)
+        dense = None
+        if self.vectors is not None:  # hybrid: add the dense candidates
+            dense = self.vectors.find(
+                reads,
                 user_id,
                 scopes,
                 query,
                 now=now,
                 category=category,
                 lexical_revisions={r["memory_id"]: r["revision"] for r in rows},
+                limit=max(1, min(limit, MAX_LIMIT)),
             )
-            if hybrid is not None:
-                rows = rows + hybrid.rows
-                ranker = hybrid.ranker
+            if dense is not None:
+                rows = rows + dense.rows
         result = search(
             [SearchRow.from_row(r) for r in rows],
             query,
@@ -310,8 +321,10 @@ class MemorySearch:
             now=now,
             category=category,
             limit=limit,
-            ranker=ranker,
+            ranker=FusedRanker(dense.scores, dense.dictionary) if dense else FusedRanker({}),
+            min_relevance=min_relevance,
         )
         returned = {i.row.memory_id for i in result.items}
         revisions = {r["memory_id"]: r["revision"] for r in rows if r["memory_id"] in returned}
-        return Found(result, revisions), rows, ranker.version
+        model = self.vectors.model() if self.vectors is not None and dense is not None else None
+        return Found(result, revisions), rows, f"{WEIGHTS.version}/{model or 'lexical'}"

@@ -11,7 +11,7 @@ PYTHON="${PYTHON:-python3}"
 if [[ ! -x "$VENV/bin/python" || ! -f "$STAMP" || pyproject.toml -nt "$STAMP" ]]; then
     echo "bootstrapping $VENV ..." >&2
     [[ -x "$VENV/bin/python" ]] || "$PYTHON" -m venv "$VENV"
-    if ! "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e '.[dev,otel,use]' \
+    if ! "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e '.[dev,otel]' \
         >"$VENV/pip-install.log" 2>&1; then
         cat "$VENV/pip-install.log" >&2
         exit 1

@@ -1,11 +1,9 @@
 """Offline tuning aid: embed the recall set's tuning+validation memories/queries once.
 
-Writes /tmp/rank/cache.pkl with, per query of the chosen splits (never test) and of the older
-labelled set (tests/retrieval/), its vector, its visible memories, their vectors and the
-lexical and dictionary evidence the product would compute; when the `use` extra is installed,
-the USE multilingual v3 vectors of the same memories, queries and background too (the second
-model of retrieval/vectors/joint.py). Used by scripts/_recall_replay.py to replay ranking rules
-in numpy; the figures to report come from scripts/eval_recall.py.
+Writes /tmp/rank-i23/cache.pkl with, per query of the chosen splits (never test) and of the
+older labelled set (tests/retrieval/), its vector, its visible memories, their vectors and the
+lexical and dictionary evidence the product would compute. Used by scripts/_recall_tune.py to
+replay the fusion in numpy; the figures to report come from scripts/eval_recall.py.
 
     PYTHONPATH=$PWD .venv/bin/python scripts/_recall_cache.py
 """
@@ -26,12 +24,10 @@ from eval_recall import SET_DIR, RecallSet
 
 from api.bootstrap import build_embeddings
 from api.settings import Settings
-from domain.model.values import normalise_content
-from retrieval.calibration import CHINESE, ENGLISH, Background
+from retrieval.calibration import Background
 from retrieval.glossary import Evidence, shared_glossary
 from retrieval.query import Query, SearchRow, judge
-from retrieval.vectors.joint import UseEmbedder
-from retrieval.vectors.service import EmbedderError, passage_text
+from retrieval.vectors.service import passage_text
 
 NOW = datetime(2026, 12, 1, tzinfo=UTC)
 OLD = pathlib.Path(__file__).resolve().parent.parent / "tests" / "retrieval"
@@ -89,11 +85,6 @@ def main() -> None:
         rows.append(np.asarray(service.passages(texts[start : start + 32]), dtype=np.float32))
         print(start, file=sys.stderr)
     mat = np.vstack(rows)
-    use: UseEmbedder | None = UseEmbedder()
-    try:
-        use_mat = np.vstack([use.passages(texts[i : i + 32]) for i in range(0, len(texts), 32)])
-    except EmbedderError:  # the `use` extra is not installed: e5 only
-        use, use_mat = None, None
     bg = Background(service)
     glossary = shared_glossary()
     out_q = []
@@ -126,8 +117,6 @@ def main() -> None:
                 "total": query.total,
                 "terms": dict(query.terms),
                 "feats": feats,
-                "gloss_units": ev.weight > 0,
-                **({"use_vec": use.query(query.normal)} if use is not None else {}),
             }
         )
     cache = {
@@ -138,11 +127,7 @@ def main() -> None:
         "bg_cjk": bg.vectors(True),
         "queries": out_q,
     }
-    if use is not None:  # the background as Background embeds it (no prefixes for USE)
-        cache["use_mat"] = use_mat
-        cache["use_bg_latin"] = use.passages([normalise_content(t) for t in ENGLISH])
-        cache["use_bg_cjk"] = use.passages([normalise_content(t) for t in CHINESE])
-    pathlib.Path("/tmp/rank/cache.pkl").write_bytes(pickle.dumps(cache))
+    pathlib.Path("/tmp/rank-i23/cache.pkl").write_bytes(pickle.dumps(cache))
     print("queries", len(out_q), "memories", len(labels))
 
 

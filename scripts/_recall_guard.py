@@ -3,7 +3,7 @@
 tests/retrieval/recall_set/baseline.json holds, per evaluated split (tuning and validation,
 never test), the hybrid's recall@5 / MRR / unrelated-empty overall and recall@5 / MRR per
 kind, the two in-process baselines' figures (plain dense top-5 and BM25: the yardsticks, which
-must reproduce), and which of issue 15's targets the hybrid misses. The guard
+must reproduce), and which of issue 23's targets the hybrid misses. The guard
 (tests/retrieval/test_recall_quality.py) fails when a hybrid figure falls below its record,
 when a yardstick moved (the set or the embedder changed: record again), or when a target that
 was met is missed. Record after a deliberate change:

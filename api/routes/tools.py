@@ -73,9 +73,7 @@ from domain.ledger.access import AccessHit
 from domain.ledger.results import MemoryState, Outcome
 from domain.model.values import Scope, check_category, check_content, check_key, normalise_content
 from domain.model.workspace_rules import check_workspace_content
-from retrieval.hybrid import HybridSource
 from retrieval.query import due_for_review
-from retrieval.search import MemorySearch
 
 __all__ = ["router"]
 
@@ -83,6 +81,8 @@ router = APIRouter(prefix="/tools", tags=["agent tools"])
 
 _log = logging.getLogger("memledger.tools")
 LIST_LIMIT: Final = 200
+_OWN: Final = frozenset(("tokens", "relevance"))
+"""SearchHit fields that are the search's, not the row's."""
 
 
 @router.get("", response_model=list[ToolSpec] | list[FunctionTool])
@@ -106,14 +106,16 @@ def search_core_memories(
         _tool(services, identity, "search_core_memories") as workspace,
         services.limits.hold(identity.user_id, "search"),  # UserBusy: 429 (api/limits.py)
     ):
-        vectors = HybridSource(services.embeddings) if services.embeddings is not None else None
-        found = MemorySearch(reads, services.search_cache, vectors=vectors)(
+        assert services.search is not None  # built with the services
+        found = services.search(
+            reads,
             identity.user_id,
             workspace,
             body.query,
             now=services.ledger.clock(),
             category=body.category,
             limit=body.limit,
+            min_relevance=body.min_relevance,
         )
         result = found.result
         if services.access_log is not None:
@@ -145,9 +147,10 @@ def search_core_memories(
         items = [
             SearchHit.model_validate(
                 {
-                    **{k: getattr(i.row, k) for k in SearchHit.model_fields if k != "tokens"},
+                    **{k: getattr(i.row, k) for k in SearchHit.model_fields if k not in _OWN},
                     "content": i.content,
                     "tokens": i.tokens,
+                    "relevance": i.relevance,
                 }
             )
             for i in result.items

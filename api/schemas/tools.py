@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from api.schemas.candidates import Candidate
 from api.schemas.memories import Category, MemoryFields, MemoryOut, ScopeType
 from api.schemas.text import Content, Identifier, Key, Query
+from retrieval.fusion import THRESHOLD
 from retrieval.search import DEFAULT_LIMIT, MAX_LIMIT
 
 __all__ = [
@@ -64,6 +65,14 @@ class SearchBody(_Body):
     category: Category | None = Field(None, description="only memories of this category")
     limit: int = Field(
         DEFAULT_LIMIT, ge=1, le=MAX_LIMIT, description="at most this many memories (default 5)"
+    )
+
+    min_relevance: float | None = Field(
+        None,
+        ge=0.0,
+        le=1.0,
+        description="only memories at least this relevant, 0-1 (default: the service's"
+        f" threshold, {THRESHOLD:g}; higher: fewer, surer items)",
     )
 
     @field_validator("limit", mode="before")
@@ -123,10 +132,12 @@ class ProposeBody(_Body):
 
 
 class SearchHit(MemoryFields):
-    """One search result; `content` may be cut, `tokens` is its estimated size."""
+    """One search result; `content` may be cut, `tokens` is its estimated size, `relevance` how
+    likely it answers the query (0-1, calibrated; items are ordered by it)."""
 
     updated_at: datetime
     tokens: int
+    relevance: float = Field(ge=0.0, le=1.0)
 
 
 class SearchResultOut(BaseModel):

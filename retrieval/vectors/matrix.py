@@ -101,15 +101,22 @@ def _key_statement(schema: str) -> str:
 
 @lru_cache(maxsize=64)
 def _load_statement(schema: str) -> str:
+    """Every row's metadata; its sealed vector only when (memory_id, revision) is not among
+    the `known` ones (the rows of a cached matrix: their vector is the same), else NULL with
+    `has_vector` true."""
     t = Tables(schema)
     return (
         SQL(
             "SELECT {key}, d.* FROM (SELECT 1) one LEFT JOIN ("
             " SELECT s.memory_id, s.revision, s.scope_type, s.workspace_type, s.category,"
-            "  s.key_hash AS memory_key, s.expires_at, e.vector"
+            "  s.key_hash AS memory_key, s.expires_at,"
+            "  CASE WHEN k.id IS NULL THEN e.vector END AS vector,"
+            "  e.memory_id IS NOT NULL AS has_vector"
             " FROM {terms} s LEFT JOIN {embeddings} e ON e.memory_id = s.memory_id"
             "  AND e.user_id = %(user)s AND e.revision = s.revision AND e.model = %(model)s"
             "  AND e.vector IS NOT NULL"
+            " LEFT JOIN unnest(%(ids)s::uuid[], %(revisions)s::int[]) k (id, revision)"
+            "  ON k.id = s.memory_id AND k.revision = s.revision"
             " WHERE s.user_id = %(user)s AND s.status = 'active'"
             "  AND (e.memory_id IS NOT NULL OR s.scope_type = 'workspace')) d ON true"
         )
@@ -183,19 +190,41 @@ class UserVectors:
         return np.array(codes, dtype=np.int16)
 
 
-def load_user_vectors(reads: Reads, user_id: str, model: str, dim: int) -> UserVectors:
-    """The user's matrix and its key, read in one statement (one snapshot)."""
-    params = {**_params(reads, user_id), "model": model}
+def load_user_vectors(
+    reads: Reads, user_id: str, model: str, dim: int, known: UserVectors | None = None
+) -> UserVectors:
+    """The user's matrix and its key, read in one statement (one snapshot).
+
+    `known`: the user's previous matrix (of this model): the vectors of its rows whose revision
+    is unchanged are taken from it, not read and opened again, so a change costs the changed
+    rows (and every row's metadata), not the whole matrix.
+    """
+    ids = list(known.ids) if known is not None else []
+    revisions = known.revisions.tolist() if known is not None else []
+    params = {**_params(reads, user_id), "model": model, "ids": ids, "revisions": revisions}
     with reads.pool.connection() as conn, conn.cursor(binary=True) as cur:
         rows = cur.execute(_load_statement(reads.t.schema), params).fetchall()
-    return _assemble(_key(rows[0]), _opened(reads, [r[5:] for r in rows if r[5] is not None]), dim)
+    found = [r[5:] for r in rows if r[5] is not None]
+    if known is not None:  # unchanged rows: the vector already opened
+        found = [_reused(r, known) if r[7] is None and r[8] else r for r in found]
+    return _assemble(_key(rows[0]), _opened(reads, found), dim)
+
+
+def _reused(row: Sequence[Any], known: UserVectors) -> tuple[Any, ...]:
+    return (*row[:7], known.matrix[known.index[row[0]]].tobytes(), False, *row[9:])
 
 
 def _opened(reads: Reads, rows: list[Sequence[Any]]) -> list[Sequence[Any]]:
-    """The rows with their sealed vectors opened (None once the memory's key is gone)."""
+    """The rows with their sealed vectors opened (None once the memory's key is gone); a row
+    whose `has_vector` is False already holds its opened vector (`_reused`)."""
     seal = reads.t.seal
-    seal.prefetch(r[0] for r in rows if r[7] is not None)
-    return [r if r[7] is None else (*r[:7], open_vector(seal, r[0], r[7]), *r[8:]) for r in rows]
+    sealed = [r[0] for r in rows if r[7] is not None and r[8]]
+    if sealed:
+        seal.prefetch(sealed)
+    return [
+        (*r[:7], open_vector(seal, r[0], r[7]), *r[8:]) if r[7] is not None and r[8] else r
+        for r in rows
+    ]
 
 
 def _assemble(key: VectorKey, rows: list[Sequence[Any]], dim: int) -> UserVectors:

@@ -1,11 +1,12 @@
 """The per-user matrices kept in memory: bounded by bytes, valid for one `VectorKey` each.
 
 A search looks its user's matrix up with the key it just read: an entry under another key is
-dropped on the spot (the user's memories or vectors changed: a forgotten memory's vector goes
-with its matrix), so at most one matrix per user and model is held. Entries not used for
+dropped on the spot (the user's memories or vectors changed) once the search has read the
+fresh matrix from it (`peek`: rows whose revision is unchanged keep their opened vector), so at
+most one matrix per user and model is held. Entries not used for
 `idle` seconds are dropped too (swept at every access), least recently used ones go first when
 the bytes exceed `max_bytes`, and `evict(user)` drops a user's matrices at once (the embeddings
-projection calls it when it changes their vectors, e.g. on a forget). Vectors are personal data:
+projection calls it on a forget: the forgotten vector goes at once). Vectors are personal data:
 they are held here only, never logged or written anywhere.
 """
 
@@ -80,6 +81,12 @@ class MatrixCache:
             self._entries.move_to_end(slot)
             self._hits += 1
             return entry.vectors
+
+    def peek(self, schema: str, user_id: str, model: str) -> UserVectors | None:
+        """The user's matrix whatever its key (to refresh a stale one from), no statistics."""
+        with self._lock:
+            entry = self._entries.get((schema, user_id, model))
+            return entry.vectors if entry is not None else None
 
     def put(self, schema: str, user_id: str, model: str, vectors: UserVectors) -> None:
         """Keep a freshly loaded matrix (replacing the user's older one)."""

@@ -74,6 +74,8 @@ class Similar:
     """Every visible memory's similarity (for a ranker that wants more than the best)."""
     vectors: dict[UUID, Vectors] = field(default_factory=dict)
     """The vector of each memory in `similarity` (the ranker calibrates with them)."""
+    pending: dict[UUID, int] = field(default_factory=dict)
+    """`fetch=False`: the vector-only ones and their revision, rows not read yet (`rows_of`)."""
 
 
 @lru_cache(maxsize=64)
@@ -98,13 +100,17 @@ class VectorReads:
     def user_vectors(self, user_id: str, model: str, dim: int) -> UserVectors:
         """The user's matrix: from the cache while their memories and vectors are unchanged."""
         cache, schema = self.cache, self.t.schema
+        known = None
         if cache is not None and cache.max_bytes > 0:
             key = read_vector_key(self.reads, user_id)
+            known = cache.peek(schema, user_id, model)
             if key.may_serve:
                 cached = cache.get(schema, user_id, model, key)
                 if cached is not None:
                     return cached
-        loaded = load_user_vectors(self.reads, user_id, model, dim)
+            if known is not None and (known.key.table, known.matrix.shape[-1]) != (key.table, dim):
+                known = None  # another embeddings table (a rebuild) or size: read every vector
+        loaded = load_user_vectors(self.reads, user_id, model, dim, known)
         if cache is not None and loaded.key.may_store:
             cache.put(schema, user_id, model, loaded)
         return loaded
@@ -121,6 +127,7 @@ class VectorReads:
         limit: int,
         category: str | None = None,
         include: Mapping[UUID, int] | None = None,
+        fetch: bool = True,
     ) -> Similar:
         """The `limit` most similar visible memories with similarity >= `min_similarity`.
 
@@ -147,13 +154,14 @@ class VectorReads:
             i = vectors.index.get(memory_id)
             if i is not None and vectors.revisions[i] == revision:
                 similarity[memory_id] = float(scores[i])
-        rows = self._rows(user_id, new)
-        for gone in new.keys() - {row["memory_id"] for row in rows}:
-            del similarity[gone]  # changed or forgotten since the matrix was read
+        rows = self.rows_of(user_id, new) if fetch else []
+        if fetch:
+            for gone in new.keys() - {row["memory_id"] for row in rows}:
+                del similarity[gone]  # changed or forgotten since the matrix was read
         shown = np.flatnonzero(visible)
         every = Similarities(vectors.ids, shown, scores[shown])
         chosen = {m: vectors.matrix[vectors.index[m]] for m in similarity}
-        return Similar(similarity, rows, len(shown), every, chosen)
+        return Similar(similarity, rows, len(shown), every, chosen, {} if fetch else new)
 
     def without_vector(self, model: str | None) -> int:
         """Live memories without a vector of `model` (all of them when `model` is None)."""
@@ -164,7 +172,7 @@ class VectorReads:
             row = conn.execute(statement, (model,)).fetchone()
         return int(row[0]) if row else 0
 
-    def _rows(self, user_id: str, wanted: Mapping[UUID, int]) -> list[dict[str, Any]]:
+    def rows_of(self, user_id: str, wanted: Mapping[UUID, int]) -> list[dict[str, Any]]:
         """Search_terms rows of these memories, if still active at the revision scored."""
         if not wanted:
             return []

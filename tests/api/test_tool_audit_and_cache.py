@@ -16,6 +16,7 @@ from api.app import create_app
 from api.deps import Services
 from domain.ledger.ledger import MemoryLedger
 from retrieval.cache import QueryCache
+from retrieval.search import MemorySearch
 
 Auth = Callable[..., dict[str, str]]
 BASE = "/me/core-memories"
@@ -27,6 +28,7 @@ def audited(services: Services, ledger: MemoryLedger) -> Iterator[Services]:
     """The services as `serve` builds them: an access log and a search cache."""
     services.access_log = AccessLog(ledger, interval=0.01)
     services.search_cache = QueryCache(ttl=60)
+    services.search = MemorySearch(services.search_cache)  # built with the cache, as serve does
     yield services
     services.access_log.close()
 
@@ -380,6 +382,7 @@ def test_a_ttl_of_zero_turns_the_cache_off(
     client: TestClient, auth: Auth, services: Services
 ) -> None:
     services.search_cache = QueryCache(ttl=0)
+    services.search = MemorySearch(services.search_cache)
     remember(client, auth)
 
     assert search(client, auth, "examples") == search(client, auth, "examples") != []

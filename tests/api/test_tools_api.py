@@ -132,6 +132,8 @@ def test_a_body_cannot_name_a_user_or_a_workspace(
         ("search_core_memories", {"query": "x", "limit": 0}),
         ("search_core_memories", {"query": ""}),
         ("search_core_memories", {"query": "x", "category": "secret"}),
+        ("search_core_memories", {"query": "x", "min_relevance": 1.5}),
+        ("search_core_memories", {"query": "x", "min_relevance": -0.1}),
         ("list_core_memories", {"scope_type": "project"}),
         ("save_core_memory", {**SAVE, "scope_type": "learning"}),
         ("save_core_memory", {**SAVE, "memory_key": "!!!"}),
@@ -562,6 +564,7 @@ def test_search_returns_relevant_visible_memories_with_token_counts(
         "source_type",
         "updated_at",
         "tokens",
+        "relevance",
     }
     assert item["tokens"] > 0 and result["total_tokens"] == item["tokens"]
 
@@ -621,3 +624,22 @@ def test_search_skips_expired_memories(
     gone = call(client, agent(), "search_core_memories", query="examples").json()["items"]
 
     assert len(found) == 1 and gone == []
+
+
+def test_search_items_carry_their_relevance_and_min_relevance_filters_them(
+    client: TestClient, agent: Any, auth: Auth
+) -> None:
+    remember(client, auth, memory_key="style", content="I prefer examples first")
+    remember(client, auth, memory_key="pets", content="My cat prefers the sofa")
+    turn = agent()
+
+    items = call(client, turn, "search_core_memories", query="examples first").json()["items"]
+    every = call(client, turn, "search_core_memories", query="prefer", min_relevance=0).json()
+
+    assert items and all(0 <= i["relevance"] <= 1 for i in items)
+    assert items[0]["memory_key"] == "style"
+    relevance = [i["relevance"] for i in every["items"]]
+    assert len(relevance) == 2 and relevance == sorted(relevance, reverse=True)
+    above = call(client, turn, "search_core_memories", query="prefer", min_relevance=0.99).json()
+    assert all(i["relevance"] >= 0.99 for i in above["items"])
+    assert [i for i in every["items"] if i["relevance"] >= 0.99] == above["items"]

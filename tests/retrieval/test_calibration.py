@@ -1,7 +1,8 @@
-"""Calibrated relevance: cosine minus the memory's hubness against a generic background."""
+"""Calibrated relevance: Platt scaling of cosine minus hubness (retrieval/fusion.py)."""
 
 from __future__ import annotations
 
+import math
 import zlib
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -11,9 +12,9 @@ import numpy as np
 import pytest
 
 from domain.model.values import normalise_content
-from retrieval.calibration import CHINESE, ENGLISH, GENERIC_TERMS, TOP_K, Background, is_cjk
-from retrieval.hybrid import MIN_RELEVANCE, HybridRanker, relevance
-from retrieval.query import LexicalRanker, Query, SearchRow
+from retrieval.calibration import CHINESE, ENGLISH, TOP_K, Background, is_cjk
+from retrieval.fusion import WEIGHTS, FusedRanker, Weights
+from retrieval.query import Query, SearchRow
 from retrieval.vectors.service import EmbeddingService, Vectors, normalised
 from tests.search_rows import search_row
 
@@ -88,88 +89,93 @@ def test_the_background_is_generic_bilingual_and_written_apart_from_the_eval_set
     assert len(set(ENGLISH)) == len(ENGLISH) and len(set(CHINESE)) == len(CHINESE)
 
 
-def test_relevance_is_cosine_minus_hubness() -> None:
-    a, b = uuid4(), uuid4()
-    vectors = {a: np.zeros(2, dtype=np.float32), b: np.zeros(2, dtype=np.float32)}
-
-    found = relevance({a: 0.9, b: 0.8}, vectors, np.array([0.85, 0.76], dtype=np.float32))
-
-    assert found == pytest.approx({a: 0.05, b: 0.04})
-
-
 def _candidate(key: str, content: str, age: float = 0.0) -> SearchRow:
     updated_at = datetime.fromtimestamp(NOW.timestamp() - age, UTC)
     return search_row(key, content, updated_at=updated_at)
 
 
-def test_an_answered_query_ranks_every_candidate_by_evidence() -> None:
+def _dense_for(relevance: float) -> float:
+    """The dense score (cosine - HUBNESS x hubness) the shipped calibration maps to `relevance`."""
+    return (math.log(relevance / (1 - relevance)) - WEIGHTS.platt_b) / WEIGHTS.platt_a
+
+
+def test_relevance_is_platt_scaling_of_the_dense_score_or_of_lexical_coverage() -> None:
+    w = Weights(
+        hubness=1.0,
+        translated=0.0,
+        listed=0.0,
+        platt_a=10.0,
+        platt_b=-1.0,
+        lexical_a=2.0,
+        lexical_b=-1.0,
+        threshold=0.1,
+    )
+
+    assert w.relevance(0.1, coverage=1.0) == pytest.approx(0.5)  # a vector: coverage unused
+    assert w.relevance(None, coverage=0.5) == pytest.approx(0.5)
+    assert w.relevance(0.3, 0.0) > w.relevance(0.2, 0.0)
+    assert 0.0 < WEIGHTS.threshold < 0.5 and WEIGHTS.platt_a > 0 and WEIGHTS.lexical_a > 0
+
+
+def test_every_dense_candidate_ranks_by_relevance_and_lexical_words_remove_none() -> None:
     weak = _candidate("job", "I am a nurse in Madrid.")
     strong = _candidate("study_time", "I study on weekday mornings.")
     lexical = _candidate("pets", "My cat naps on the keyboard.")
     scores: dict[UUID, float] = {
-        weak.memory_id: MIN_RELEVANCE - 0.001,
-        strong.memory_id: MIN_RELEVANCE + 0.02,
-        lexical.memory_id: -0.2,  # far below, but the word matches
+        weak.memory_id: _dense_for(0.2),
+        strong.memory_id: _dense_for(0.9),
+        lexical.memory_id: _dense_for(0.5),
     }
-    ranker = HybridRanker(LexicalRanker(), scores)
 
-    ranked = ranker.rank(Query.of("when is my cat awake"), [weak, strong, lexical], now=NOW)
-
-    assert [s.row for s in ranked] == [strong, weak, lexical]
-
-
-def test_a_query_no_row_answers_gets_nothing_whatever_words_it_shares() -> None:
-    assert "cat" in GENERIC_TERMS  # a word of the background: shared, but no answer
-    weak = _candidate("job", "I am a nurse in Madrid.")
-    lexical = _candidate("pets", "My cat naps on the keyboard.")
-    scores: dict[UUID, float] = {
-        weak.memory_id: MIN_RELEVANCE - 0.001,
-        lexical.memory_id: -0.2,  # a shared word is no answer on its own
-    }
-    ranker = HybridRanker(LexicalRanker(), scores)
-
-    assert ranker.rank(Query.of("when is my cat awake"), [weak, lexical], now=NOW) == []
-
-
-def test_a_lexical_match_on_a_specific_word_answers_the_query() -> None:
-    job = _candidate("job", "I am a nurse in Madrid.")
-    other = _candidate("pets", "My cat naps on the keyboard.")
-    scores: dict[UUID, float] = {job.memory_id: -0.1, other.memory_id: 0.0}
-    assert "madrid" not in GENERIC_TERMS
-
-    ranked = HybridRanker(LexicalRanker(), scores).rank(
-        Query.of("Madrid evenings"), [job, other], now=NOW
+    ranked = FusedRanker(scores).rank(
+        Query.of("when is my cat awake"), [weak, strong, lexical], now=NOW
     )
 
-    assert [s.row for s in ranked] == [other, job]  # answered; then ordered by evidence
+    assert [s.row for s in ranked] == [strong, lexical, weak]
+    assert [s.score for s in ranked] == pytest.approx([0.9, 0.5, 0.2], abs=1e-4)
 
 
-def test_a_lexical_match_without_a_vector_yet_answers_the_query() -> None:
+def test_only_items_at_or_above_min_relevance_come_back_and_none_is_no_match() -> None:
+    weak = _candidate("job", "I am a nurse in Madrid.")
+    strong = _candidate("study_time", "I study on weekday mornings.")
+    scores = {weak.memory_id: _dense_for(WEIGHTS.threshold / 2), strong.memory_id: _dense_for(0.6)}
+    ranker = FusedRanker(scores)
+    query = Query.of("when do I study")
+
+    assert [s.row for s in ranker.rank(query, [weak, strong], now=NOW)] == [strong]
+    assert ranker.rank(query, [weak, strong], now=NOW, min_relevance=0.7) == []
+    everything = ranker.rank(query, [weak, strong], now=NOW, min_relevance=0.0)
+    assert [s.row for s in everything] == [strong, weak]
+
+
+def test_a_lexical_match_without_a_vector_yet_is_a_candidate_by_its_coverage() -> None:
     fresh = _candidate("pets", "My cat naps on the keyboard.")
+    other = _candidate("job", "I am a nurse in Madrid.")
 
-    ranked = HybridRanker(LexicalRanker(), {}).rank(Query.of("cat naps"), [fresh], now=NOW)
+    ranked = FusedRanker({}).rank(Query.of("cat naps"), [fresh, other], now=NOW)
 
     assert [s.row for s in ranked] == [fresh]
+    assert ranked[0].score == pytest.approx(WEIGHTS.relevance(None, 1.0), abs=1e-6)
 
 
-def test_a_query_naming_only_a_category_lists_that_category() -> None:
-    goal = search_row("exam_goal", "Pass the bar exam in July.", category="goal", updated_at=NOW)
-    other = _candidate("job", "I am a nurse in Madrid.")
-    scores: dict[UUID, float] = {goal.memory_id: -0.1, other.memory_id: -0.05}
-
-    ranked = HybridRanker(LexicalRanker(), scores).rank(
-        Query.of("my goals"), [other, goal], now=NOW
-    )
-
-    assert [s.row for s in ranked] == [goal, other]
-
-
-def test_vector_only_memories_rank_by_relevance_then_newer_first() -> None:
+def test_equal_relevance_ranks_newer_first() -> None:
     old, new, best = (_candidate(f"k{i}", f"text {i}", age) for i, age in enumerate((9, 1, 5)))
     scores = {old.memory_id: 0.05, new.memory_id: 0.05, best.memory_id: 0.08}
 
-    ranked = HybridRanker(LexicalRanker(), scores).rank(
-        Query.of("question"), [old, new, best], now=NOW
+    ranked = FusedRanker(scores).rank(
+        Query.of("question"), [old, new, best], now=NOW, min_relevance=0.0
     )
 
     assert [s.row for s in ranked] == [best, new, old]
+
+
+def test_a_query_naming_only_a_category_raises_that_category() -> None:
+    goal = search_row("exam_goal", "Pass the bar exam in July.", category="goal", updated_at=NOW)
+    other = _candidate("job", "I am a nurse in Madrid.")
+    scores = {goal.memory_id: 0.0, other.memory_id: WEIGHTS.listed / 2}
+
+    ranked = FusedRanker(scores).rank(Query.of("my goals"), [other, goal], now=NOW, min_relevance=0)
+    plain = FusedRanker(scores).rank(Query.of("exam"), [other, goal], now=NOW, min_relevance=0)
+
+    assert [s.row for s in ranked][:1] == [goal]
+    assert [s.row for s in plain] == [other, goal]

@@ -6,9 +6,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-from retrieval.glossary import Glossary, english_terms, fold, shared_glossary
-from retrieval.hybrid import MIN_RELEVANCE, TRANSLATED_WEIGHT, HybridRanker
-from retrieval.query import LexicalRanker, Query, SearchRow
+from retrieval.fusion import WEIGHTS, FusedRanker
+from retrieval.glossary import Evidence, Glossary, english_terms, fold, shared_glossary
+from retrieval.query import Query, SearchRow
 from tests.search_rows import search_row
 
 NOW = datetime(2026, 11, 30, tzinfo=UTC)
@@ -123,32 +123,24 @@ def _candidate(key: str, content: str) -> SearchRow:
     return search_row(key, content, updated_at=NOW)
 
 
-def test_dictionary_evidence_lifts_a_memory_with_a_vector_over_the_threshold() -> None:
+def test_dictionary_evidence_raises_a_memory_with_a_vector() -> None:
     translated = _candidate("ta_role", "我在生态学实验课做助教。")
     unrelated = _candidate("job", "我是后端工程师。")
-    just_below = MIN_RELEVANCE - TRANSLATED_WEIGHT / 2
-    scores = {translated.memory_id: just_below, unrelated.memory_id: just_below}
+    scores = {translated.memory_id: 0.0, unrelated.memory_id: 0.01}
     pool = [unrelated, translated]
+    query = Query.of("teaching assistant")
+    evidence = Evidence(SMALL, query.normal, WEIGHTS.translated)
 
-    with_dictionary = HybridRanker(LexicalRanker(), scores, glossary=SMALL)
-    without = HybridRanker(LexicalRanker(), scores)
+    ranked = FusedRanker(scores, evidence).rank(query, pool, now=NOW, min_relevance=0)
+    without = FusedRanker(scores).rank(query, pool, now=NOW, min_relevance=0)
 
-    ranked = with_dictionary.rank(Query.of("teaching assistant"), pool, now=NOW)
-    assert [s.row for s in ranked] == [translated, unrelated]  # answered: every candidate ranks
-    assert without.rank(Query.of("teaching assistant"), pool, now=NOW) == []
+    assert [s.row for s in ranked] == [translated, unrelated]
+    assert [s.row for s in without] == [unrelated, translated]
 
 
 def test_dictionary_evidence_never_admits_a_memory_without_a_vector() -> None:
     translated = _candidate("ta_role", "我在生态学实验课做助教。")
+    query = Query.of("teaching assistant")
+    ranker = FusedRanker({}, Evidence(SMALL, query.normal, WEIGHTS.translated))
 
-    ranker = HybridRanker(LexicalRanker(), {}, glossary=SMALL)
-
-    assert ranker.rank(Query.of("teaching assistant"), [translated], now=NOW) == []
-
-
-def test_the_retrieval_version_names_the_dictionary_and_its_weight() -> None:
-    with_dictionary = HybridRanker(LexicalRanker(), {}, model="m", glossary=SMALL)
-    without = HybridRanker(LexicalRanker(), {}, model="m", glossary=Glossary({}))
-
-    assert with_dictionary.version.endswith(f"/cc-cedict-specific:{TRANSLATED_WEIGHT:g}")
-    assert without.version.endswith("/none")
+    assert ranker.rank(query, [translated], now=NOW, min_relevance=0) == []

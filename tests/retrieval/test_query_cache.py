@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from typing import Any
 from uuid import UUID, uuid4
 
@@ -13,7 +14,8 @@ from domain.model.values import Scope
 from domain.policy import visible_scopes
 from retrieval import search as query_cache
 from retrieval.cache import QueryCache, RevisionSnapshot, SearchKey
-from retrieval.query import LexicalRanker, Query
+from retrieval.fusion import WEIGHTS
+from retrieval.query import Query
 from retrieval.search import Found, MemorySearch, SearchResult
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -220,13 +222,19 @@ def snapshot(monkeypatch: pytest.MonkeyPatch) -> list[RevisionSnapshot]:
     return answers
 
 
-def searcher(reads: FakeReads, cache: QueryCache[SearchKey, Found] | None) -> MemorySearch:
+def searcher(reads: FakeReads, cache: QueryCache[SearchKey, Found] | None) -> Any:
     def rows(
-        user_id: str, scopes: Sequence[Scope], query: Query, *, now: datetime, **_: Any
+        reads: FakeReads,
+        user_id: str,
+        scopes: Sequence[Scope],
+        query: Query,
+        *,
+        now: datetime,
+        **_: Any,
     ) -> list[dict[str, Any]]:
         return reads.retrievable_memories(user_id, scopes, now=now, limit=1000)
 
-    return MemorySearch(reads, cache, rows=rows)  # type: ignore[arg-type]
+    return partial(MemorySearch(cache, rows=rows), reads)  # type: ignore[arg-type]
 
 
 def ids(found: Found) -> list[UUID]:
@@ -334,5 +342,5 @@ def test_a_disabled_cache_is_not_even_consulted(monkeypatch: pytest.MonkeyPatch)
 
 
 def test_the_retrieval_version_is_the_rankers() -> None:
-    assert MemorySearch(None, None).ranker.version == LexicalRanker.version  # type: ignore[arg-type]
+    assert MemorySearch(None)._version() == f"{WEIGHTS.version}/lexical"
     assert isinstance(Found(SearchResult([], 0)).revisions, dict)

@@ -37,12 +37,13 @@ What this test checks
 settable clock steps through the ages; the worker runs the embeddings projection with the
 bundled model) and sends every query to the HTTP tool endpoint, once with lexical search and
 once with hybrid search. Hard,
-whatever the baseline, for both rankers: no scope leak in any query; every `no_match` query
-returns nothing; every `review` query comes back in its expected order; and the hybrid never
-scores below lexical on any kind. Guarded: recall@5, MRR and empty-result precision, overall,
-per kind and on each half (tuning, held-out), per ranker, must not fall below
-`baseline.json`; and the hybrid must meet issue 7's targets over all answerable queries
-(recall@5 >= 0.95, MRR >= 0.90).
+whatever the baseline: no scope leak in any query (both rankers); for lexical search, every
+`no_match` query returns nothing and every `review` query comes back in its expected order
+(hybrid search ranks every dense candidate above the threshold by relevance: issue 23); and
+the hybrid never scores below lexical over all answerable queries. Guarded: recall@5, MRR
+and empty-result precision, overall, per kind and on each half (tuning, held-out), per
+ranker, must not fall below `baseline.json`; and the hybrid must meet issue 7's targets over
+all answerable queries (recall@5 >= 0.95, MRR >= 0.90).
 
 Updating the baseline
 ---------------------
@@ -165,8 +166,9 @@ def test_retrieval_quality_holds_and_nothing_leaks(
     assert set(reports) == {"lexical", "hybrid"}
     for name, report in reports.items():
         assert report["hard"]["leaks"] == [], misses
-        assert report["hard"]["no_match_not_empty"] == [], misses
-        assert report["hard"]["order"] == [], misses
+        if name == "lexical":  # hybrid ranks its dense candidates by relevance (issue 23)
+            assert report["hard"]["no_match_not_empty"] == [], misses
+            assert report["hard"]["order"] == [], misses
         assert ev.regressions(report, baseline[name]) == [], misses
     assert ev.below_lexical(reports) == [], misses
     assert ev.missed_targets(reports) == [], misses  # issue 7: R@5 >= 0.95, MRR >= 0.90

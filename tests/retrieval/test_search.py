@@ -14,7 +14,8 @@ from domain.policy import shadow_global, visible_scopes
 from projections.reads import Reads
 from projections.views.search_terms import query_terms
 from projections.worker import ProjectionWorker
-from retrieval.query import LexicalRanker, Query, SearchRow
+from retrieval.fusion import FusedRanker
+from retrieval.query import Query, SearchRow
 from retrieval.search import (
     ELLIPSIS,
     ITEM_TOKENS,
@@ -171,8 +172,8 @@ def test_a_memory_due_for_review_ranks_below_an_otherwise_equal_one() -> None:
 
 def test_ranking_is_deterministic() -> None:
     pool = [memory(f"python note {i}", age_days=1) for i in range(6)]  # all tied
-    first = LexicalRanker().rank(Query.of("python"), pool, now=NOW)
-    again = LexicalRanker().rank(Query.of("python"), list(reversed(pool)), now=NOW)
+    first = FusedRanker({}).rank(Query.of("python"), pool, now=NOW)
+    again = FusedRanker({}).rank(Query.of("python"), list(reversed(pool)), now=NOW)
 
     assert [s.row.memory_id for s in first] == [s.row.memory_id for s in again]
 

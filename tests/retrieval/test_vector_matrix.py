@@ -21,6 +21,7 @@ from projections.views.embeddings import Embeddings
 from projections.worker import ProjectionWorker
 from retrieval.hybrid import HybridSource
 from retrieval.search import MemorySearch
+from retrieval.vectors import matrix as matrix_module
 from retrieval.vectors.matrix import read_vector_key
 from retrieval.vectors.service import EmbeddingService, Vectors, normalised
 from retrieval.vectors.store import VectorReads
@@ -192,10 +193,10 @@ def test_hybrid_search_keeps_working_on_the_cached_matrix(
     main.catch_up()
     embedding.catch_up()
     reads = Reads(main.pool, main.schema)
-    engine = MemorySearch(reads, None, vectors=HybridSource(service, fetch_floor=0.3))
-    cached = [engine("alice", "learning", f"topic{i}", now=clock.now) for i in range(5)]
+    engine = MemorySearch(None, vectors=HybridSource(service))
+    cached = [engine(reads, "alice", "learning", f"topic{i}", now=clock.now) for i in range(5)]
     service.matrices.clear()
-    fresh = [engine("alice", "learning", f"topic{i}", now=clock.now) for i in range(5)]
+    fresh = [engine(reads, "alice", "learning", f"topic{i}", now=clock.now) for i in range(5)]
     assert [f.result for f in cached] == [f.result for f in fresh]
     assert all(f.result.items for f in fresh)
     loaded = VectorReads(reads, None).user_vectors("alice", Words.model_id, DIM)
@@ -236,3 +237,44 @@ def test_a_forgotten_vector_is_nowhere_in_the_database_the_cache_or_the_logs(
     assert secret not in similar(reads, service, "stamps", clock.now)
     assert trace not in pg_dump(database_url)
     assert trace.decode() not in caplog.text and marker not in caplog.text
+
+
+def _rows(vectors: Any) -> dict[UUID, tuple[int, bytes]]:
+    return {
+        m: (int(vectors.revisions[i]), vectors.matrix[i].tobytes())
+        for m, i in vectors.index.items()
+    }
+
+
+def test_a_change_refreshes_the_cached_matrix_from_the_changed_rows_only(
+    ledger: MemoryLedger,
+    workers: tuple[ProjectionWorker, ProjectionWorker],
+    service: EmbeddingService,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    main, embedding = workers
+    notes = [create(ledger, f"note_{i}", f"topic{i} word{i % 3}") for i in range(8)]
+    main.catch_up()
+    embedding.catch_up()
+    reads = Reads(main.pool, main.schema)
+    cached = VectorReads(reads, service.matrices)
+    assert service.model_id is not None
+    before = cached.user_vectors("alice", service.model_id, DIM)
+    added = create(ledger, "note_new", "topic new")
+    ledger.update_memory("alice", notes[0], expected_revision=1, content="topic zero changed")
+    ledger.suppress_memory("alice", notes[1])  # a forget drops the matrix at once instead
+    main.catch_up()
+    embedding.catch_up()
+    opened: list[UUID] = []
+    real = matrix_module.open_vector
+    monkeypatch.setattr(
+        matrix_module, "open_vector", lambda seal, m, v: opened.append(m) or real(seal, m, v)
+    )
+
+    after = cached.user_vectors("alice", service.model_id, DIM)
+    refreshed = sorted(opened)
+    fresh = VectorReads(reads, None).user_vectors("alice", service.model_id, DIM)
+
+    assert refreshed == sorted([added, notes[0]])  # the other six kept their opened vector
+    assert _rows(after) == _rows(fresh) and after.key == fresh.key
+    assert notes[1] not in after.index and added in after.index and before.key != after.key
