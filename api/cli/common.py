@@ -8,6 +8,7 @@ Every command's errors end as one line on stderr and an exit status (docs/operat
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Final, NoReturn
@@ -22,8 +23,11 @@ if TYPE_CHECKING:
 
 __all__ = [
     "EXIT_BAD_INPUT",
+    "EXIT_DATABASE_DENIED",
     "EXIT_INTERNAL",
+    "EXIT_NOT_DONE",
     "EXIT_NOT_FOUND",
+    "EXIT_OK",
     "EXIT_REFUSED",
     "EXIT_UNAVAILABLE",
     "CommandGroup",
@@ -32,14 +36,30 @@ __all__ = [
     "fail",
     "load_settings",
     "open_ledger",
+    "require_user",
 ]
 
-# Exit statuses shared by every command (1 is left to each command's own "not done" outcome).
+# Exit statuses shared by every command: the table of docs/operations.md ("Errors and exit
+# statuses"). A command exits with one of these names, never with a bare number.
+EXIT_OK: Final = 0
+EXIT_NOT_DONE: Final = 1  # it ran, but its own outcome is "not done" (said in its help)
 EXIT_BAD_INPUT: Final = 2  # options, settings, master key: nothing was changed
 EXIT_UNAVAILABLE: Final = 3  # the database could not be reached or gave up: run again
-EXIT_NOT_FOUND: Final = 4  # what the command names does not exist (erase-user of a stranger)
+EXIT_NOT_FOUND: Final = 4  # what the command names does not exist (a user the ledger lacks)
 EXIT_REFUSED: Final = 5  # it would destroy data it cannot recompute, without the flag for it
+EXIT_DATABASE_DENIED: Final = 6  # the database refused the role: password, role, privilege
 EXIT_INTERNAL: Final = 70  # a bug: an exception no rule covers (EX_SOFTWARE)
+
+_DENIED_STATES: Final = ("28", "42501")
+"""SQLSTATEs of a refused role: class 28 (invalid authorization: unknown role, wrong
+password, no pg_hba.conf entry) and insufficient_privilege."""
+_DENIED_AT_CONNECT: Final = re.compile(
+    r"password authentication failed|role \"[^\"]*\" does not exist|no pg_hba\.conf entry"
+    r"|permission denied|is not permitted to log in|authentication failed"
+)
+"""The same, in a failed connection's message: libpq does not hand psycopg the server's
+SQLSTATE for an error during the connection's start-up (its error has `sqlstate` None)."""
+_NO_DATABASE: Final = re.compile(r'database "[^"]*" does not exist')
 
 
 def load_settings(**overrides: object) -> Settings:
@@ -72,6 +92,14 @@ def complete_shredding(ledger: MemoryLedger) -> None:
     shredded = ledger.complete_shredding()
     if shredded:
         typer.echo(f"memledger: destroyed {shredded} data keys that outlived a forget", err=True)
+
+
+def require_user(ledger: MemoryLedger, user_id: str) -> None:
+    """NotFound (exit status 4) when the ledger has nothing of the user, as `erase-user` says."""
+    from domain.errors import NotFound
+
+    if not ledger.knows_user(user_id):
+        raise NotFound(f"the ledger has nothing of user {user_id!r}")
 
 
 def fail(message: str, status: int = EXIT_BAD_INPUT) -> NoReturn:
@@ -119,6 +147,32 @@ def describe(error: Exception) -> tuple[int, str]:
         return EXIT_NOT_FOUND, text
     if isinstance(error, StartupLocked):
         return EXIT_UNAVAILABLE, f"a table is locked: {text}"
+    database = _database_refusal(error)
+    if database is not None:
+        return database
     if isinstance(error, LedgerUnavailable | PersistenceError | psycopg.OperationalError):
         return EXIT_UNAVAILABLE, f"the database is unavailable: {text}"
     return EXIT_INTERNAL, f"internal error: {type(error).__name__}: {text}"
+
+
+def _database_refusal(error: BaseException) -> tuple[int, str] | None:
+    """Exit 6 when the database refused the role, 2 when the named database does not exist:
+    not outages, so running again will not help (the error or any it was raised from)."""
+    import psycopg
+
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, psycopg.Error):
+            text = " ".join(str(current).split())
+            state = current.sqlstate or ""
+            if state.startswith(_DENIED_STATES) or (not state and _DENIED_AT_CONNECT.search(text)):
+                return EXIT_DATABASE_DENIED, (
+                    "the database refused this role (check the user and password of"
+                    f" MEMLEDGER_DATABASE_URL, and the role's grants): {text}"
+                )
+            if state == "3D000" or (not state and _NO_DATABASE.search(text)):
+                return EXIT_BAD_INPUT, f"no such database (MEMLEDGER_DATABASE_URL): {text}"
+        current = current.__cause__ or current.__context__
+    return None

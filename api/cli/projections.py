@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from api.cli.common import EXIT_REFUSED, complete_shredding, fail, load_settings
+from api.cli.common import EXIT_NOT_DONE, EXIT_REFUSED, complete_shredding, fail, load_settings
 from api.settings import Settings
 
 if TYPE_CHECKING:
@@ -84,8 +84,7 @@ def rebuild_projections(
     try:
         chosen = select(names or [])
     except KeyError as error:
-        typer.echo(str(error.args[0]), err=True)
-        raise typer.Exit(2) from None
+        fail(str(error.args[0]))
     ledger, worker, embedding_worker = _ledger_and_workers(settings)
     embedding_worker.pool.close()
     embeddings = _embeddings_of(embedding_worker)
@@ -206,7 +205,7 @@ def projections_quarantine(
         verdict = "still quarantined" if (entry.projection, entry.position) in still else "applied"
         typer.echo(f"{verdict}: {entry.projection} position {entry.position}")
     if any((e.projection, e.position) in still for e in entries):
-        raise typer.Exit(1)
+        raise typer.Exit(EXIT_NOT_DONE)
 
 
 def _quarantine_line(entry: Quarantined) -> str:

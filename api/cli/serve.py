@@ -11,7 +11,7 @@ from typing import Annotated, Any
 import typer
 from pydantic import SecretStr
 
-from api.cli.common import complete_shredding, load_settings
+from api.cli.common import complete_shredding, fail, load_settings
 
 __all__ = ["serve", "version_command"]
 
@@ -25,8 +25,7 @@ def _tracing(on: bool, endpoint: str | None) -> Callable[[Any], Any]:
     try:
         return tracing(endpoint)
     except TracingUnavailable as error:
-        typer.echo(f"memledger: {error}", err=True)
-        raise typer.Exit(2) from None
+        fail(f"memledger: {error}")
 
 
 def version_command() -> None:
@@ -70,8 +69,7 @@ def serve(
         url = resolve_database_url(settings)
         ledger = build_ledger(settings, url)
     except KeyringError as error:
-        typer.echo(f"memledger: {error}", err=True)
-        raise typer.Exit(2) from None
+        fail(f"memledger: {error}")
     complete_shredding(ledger)
     embeddings = build_embeddings(settings)
     # Load the model, embed the calibration background and parse the dictionary now, not in

@@ -7,7 +7,7 @@ from typing import Annotated, Final
 
 import typer
 
-from api.cli.common import load_settings
+from api.cli.common import EXIT_BAD_INPUT, load_settings
 
 __all__ = ["token"]
 
@@ -58,7 +58,7 @@ def token(
     if problems:
         for problem in problems:
             typer.echo(f"memledger token: {problem}", err=True)
-        raise typer.Exit(2)
+        raise typer.Exit(EXIT_BAD_INPUT)
     settings = load_settings(dev=dev)
     longest = timedelta(seconds=settings.max_token_lifetime)
     ttl = min(DEFAULT_TTL, longest) if ttl_hours is None else timedelta(hours=ttl_hours)
@@ -68,12 +68,12 @@ def token(
             " service's maximum token lifetime (MEMLEDGER_MAX_TOKEN_LIFETIME, in seconds)",
             err=True,
         )
-        raise typer.Exit(2)
+        raise typer.Exit(EXIT_BAD_INPUT)
     try:
         secret = jwt_secret(settings)
     except KeyringError as error:
         typer.echo(f"memledger token: {error}", err=True)
-        raise typer.Exit(2) from None
+        raise typer.Exit(EXIT_BAD_INPUT) from None
     unknown = sorted(set(role or []) - {"auditor", "admin"})
     if unknown:
         typer.echo(f"memledger token: note, roles not used by memledger: {unknown}", err=True)
