@@ -100,7 +100,7 @@ def jwt_secret(settings: Settings) -> str:
         path = dev_secret(settings, "jwt.secret", lambda: secrets.token_urlsafe(32))
         secret, source = path.read_text().strip(), str(path)
     else:
-        raise KeyringError("MEMLEDGER_JWT_SECRET is required (or use --dev)")
+        raise KeyringError(f"MEMLEDGER_JWT_SECRET is required (or use --dev{_dev_hint(settings)})")
     # HS256 is only as strong as its key: RFC 7518 section 3.2 asks for at least 256 bits.
     if len(secret.encode()) < MIN_JWT_SECRET_BYTES:
         raise KeyringError(
@@ -119,9 +119,17 @@ def master_keyring(settings: Settings) -> MasterKeyring:
         path = dev_secret(settings, "master.key", generate_master_key)
     if path is None:
         raise KeyringError(
-            "no master key: set MEMLEDGER_MASTER_KEY or MEMLEDGER_MASTER_KEY_FILE (or use --dev)"
+            "no master key: set MEMLEDGER_MASTER_KEY or MEMLEDGER_MASTER_KEY_FILE"
+            f" (or use --dev{_dev_hint(settings)})"
         )
     return MasterKeyring.from_base64(_key_lines(path))
+
+
+def _dev_hint(settings: Settings) -> str:
+    """Where `serve --dev` keeps its secrets, when it ran in this data folder."""
+    if (settings.data_dir / "master.key").exists():
+        return f": `serve --dev` keeps its secrets in {settings.data_dir}"
+    return ""
 
 
 def _key_lines(path: Path) -> list[str]:

@@ -1,4 +1,8 @@
-"""What the `memledger` commands share: settings, the ledger, and their error conventions.
+"""What the `memledger` commands share: settings, the ledger, `--dev`, their error conventions.
+
+Every command takes `--dev` (`CommandGroup` adds it to each one): local development, the
+secrets `serve --dev` generates under the data folder (MEMLEDGER_DEV=true alike); a command
+reads it through `load_settings`, never as a parameter of its own.
 
 Every command's errors end as one line on stderr and an exit status (docs/operations.md):
 `CommandGroup` (the `memledger` app's group) turns an exception no command handled into one
@@ -11,7 +15,8 @@ import os
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, Final, NoReturn
+from contextvars import ContextVar
+from typing import TYPE_CHECKING, Annotated, Any, Final, NoReturn
 
 import typer
 from typer.core import TyperGroup
@@ -62,10 +67,54 @@ SQLSTATE for an error during the connection's start-up (its error has `sqlstate`
 _NO_DATABASE: Final = re.compile(r'database "[^"]*" does not exist')
 
 
+_DEV: ContextVar[bool] = ContextVar("memledger_dev", default=False)
+"""Whether the running command was given `--dev` (set while its options are parsed)."""
+
+
 def load_settings(**overrides: object) -> Settings:
-    """The settings from the environment; options that are set (truthy) override them."""
+    """The settings from the environment; options that are set (truthy) override them, and
+    the command's `--dev` sets `dev`."""
+    if _DEV.get():
+        overrides.setdefault("dev", True)
     values = {k: v for k, v in overrides.items() if v}
     return Settings(**values)  # type: ignore[arg-type]
+
+
+def _note_dev(value: bool) -> bool:
+    if value:
+        _DEV.set(True)
+    return value
+
+
+def _dev_option() -> Any:
+    """The shared `--dev` option, as typer builds it (taken from a one-option command)."""
+    probe = typer.Typer()
+
+    @probe.command()
+    def _(
+        dev: Annotated[
+            bool,
+            typer.Option(
+                "--dev",
+                expose_value=False,
+                callback=_note_dev,
+                help="local development: the secrets `serve --dev` uses under"
+                " MEMLEDGER_DATA_DIR, generated if missing (as MEMLEDGER_DEV=true)",
+            ),
+        ] = False,
+    ) -> None: ...
+
+    return typer.main.get_command(probe).params[0]
+
+
+def _with_dev_option(command: Any, option: Any) -> None:
+    """Give `command` (each command of a group, recursively) the shared `--dev` option."""
+    subcommands = getattr(command, "commands", None)
+    if subcommands is not None:
+        for each in subcommands.values():
+            _with_dev_option(each, option)
+    elif not any(param.name == "dev" for param in command.params):
+        command.params.append(option)
 
 
 @contextmanager
@@ -109,10 +158,15 @@ def fail(message: str, status: int = EXIT_BAD_INPUT) -> NoReturn:
 
 
 class CommandGroup(TyperGroup):
-    """The `memledger` group: an exception a command let through becomes one line on stderr
-    and its exit status (`describe`)."""
+    """The `memledger` group: every command takes `--dev`, and an exception a command let
+    through becomes one line on stderr and its exit status (`describe`)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        _with_dev_option(self, _dev_option())
 
     def invoke(self, ctx: Any) -> Any:
+        reset = _DEV.set(False)  # each invocation parses its own (CliRunner reuses a process)
         try:
             return super().invoke(ctx)
         except Exception as error:
@@ -123,6 +177,8 @@ class CommandGroup(TyperGroup):
                 raise
             status, message = describe(error)
             fail(f"memledger: {message}", status)
+        finally:
+            _DEV.reset(reset)
 
 
 def describe(error: Exception) -> tuple[int, str]:

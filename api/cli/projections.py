@@ -9,7 +9,14 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from api.cli.common import EXIT_NOT_DONE, EXIT_REFUSED, complete_shredding, fail, load_settings
+from api.cli.common import (
+    EXIT_NOT_DONE,
+    EXIT_NOT_FOUND,
+    EXIT_REFUSED,
+    complete_shredding,
+    fail,
+    load_settings,
+)
 from api.settings import Settings
 
 if TYPE_CHECKING:
@@ -140,12 +147,20 @@ def projections_status() -> None:
     Reads only: it creates no table and takes no DDL lock, so it answers while a table is
     locked (its reads wait MEMLEDGER_LOCK_TIMEOUT at most for the tracking table's lock).
     """
+    from psycopg.errors import UndefinedTable
+
     settings = load_settings()
     ledger, worker, embedding_worker = _ledger_and_workers(settings, ensure=False)
     try:
         for each in (worker, embedding_worker):  # embeddings: their own worker, listed last
             for status in each.status():
                 typer.echo(f"{status.name:<18} position {status.position:>10}  lag {status.lag}")
+    except UndefinedTable:
+        fail(
+            f"memledger: no projection has run on schema {settings.db_schema!r} yet"
+            " (`memledger serve` or `memledger projections run` creates their tables)",
+            EXIT_NOT_FOUND,
+        )
     finally:
         for each in (worker, embedding_worker):
             each.pool.close()

@@ -39,7 +39,6 @@ def version_command() -> None:
 def serve(
     host: Annotated[str | None, typer.Option(help="interface to bind")] = None,
     port: Annotated[int | None, typer.Option(help="port to listen on")] = None,
-    dev: Annotated[bool, typer.Option(help="local development: generate missing secrets")] = False,
     worker: Annotated[bool, typer.Option(help="run the projection worker in this process")] = True,
 ) -> None:
     """Serve the HTTP API (embedded PostgreSQL when MEMLEDGER_DATABASE_URL is unset)."""
@@ -62,7 +61,7 @@ def serve(
     from retrieval.calibration import Background
     from retrieval.glossary import shared_glossary
 
-    settings = load_settings(dev=dev)
+    settings = load_settings()  # --dev: the shared option (api/cli/common.py)
     traced = _tracing(settings.otel, settings.otel_endpoint)
     try:
         settings = settings.model_copy(update={"jwt_secret": SecretStr(jwt_secret(settings))})
@@ -92,7 +91,7 @@ def serve(
     # it found: make that handler a clean exit, so the worker and pools below close properly.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     bind_host, bind_port = host or settings.host, port or settings.port
-    if dev:
+    if settings.dev:
         from api.console import console_link
         from api.deps import mint_token
 

@@ -34,9 +34,6 @@ def token(
             " lifetime if shorter; longer than that maximum is refused)",
         ),
     ] = None,
-    dev: Annotated[
-        bool, typer.Option(help="use (or generate) the dev secret that `serve --dev` uses")
-    ] = False,
 ) -> None:
     """Print a signed HS256 bearer token (stdout: the token only) for development and tests."""
     from api.bootstrap import jwt_secret
@@ -59,7 +56,7 @@ def token(
         for problem in problems:
             typer.echo(f"memledger token: {problem}", err=True)
         raise typer.Exit(EXIT_BAD_INPUT)
-    settings = load_settings(dev=dev)
+    settings = load_settings()
     longest = timedelta(seconds=settings.max_token_lifetime)
     ttl = min(DEFAULT_TTL, longest) if ttl_hours is None else timedelta(hours=ttl_hours)
     if ttl > longest:
