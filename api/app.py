@@ -21,6 +21,7 @@ from api.middleware import Admission, BodyLimit, RequestContext, WritePosition
 from api.openapi import document, mount_docs, operation_id
 from api.routes import audit, audit_replay, candidates, legacy, memories, settings, tools
 from api.schemas.errors import ERROR_RESPONSES
+from api.version import package_version
 from projections.worker import ProjectionWorker
 from retrieval.vectors.store import VectorReads
 
@@ -41,7 +42,7 @@ def create_app(services: Services, *, max_lag: int = 1000) -> FastAPI:
         docs_url=None,  # mount_docs: the same pages from local assets
         redoc_url=None,
         title="memledger",
-        version="1",
+        version=package_version(),  # the contract's own: info.x-contract-version (document)
         summary="An event-sourced memory ledger for AI agents: memories the user owns.",
         responses=ERROR_RESPONSES,
     )

@@ -5,7 +5,6 @@ from __future__ import annotations
 import signal
 import sys
 from collections.abc import Callable
-from importlib.metadata import PackageNotFoundError, version
 from typing import Annotated, Any
 
 import typer
@@ -30,10 +29,9 @@ def _tracing(on: bool, endpoint: str | None) -> Callable[[Any], Any]:
 
 def version_command() -> None:
     """Print the installed memledger version."""
-    try:
-        typer.echo(version("memledger"))
-    except PackageNotFoundError:
-        typer.echo("unknown")
+    from api.version import package_version
+
+    typer.echo(package_version())
 
 
 def serve(
