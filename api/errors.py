@@ -70,11 +70,14 @@ def _allowed_methods(request: Request) -> list[str]:
     return sorted(allowed)
 
 
-def unavailable(retry_after: int) -> JSONResponse:
-    """503: the ledger or a projection is unreachable or busy, or the request's deadline passed
-    (api/deadline.py); the client may retry after `retry_after` seconds."""
+def unavailable(
+    retry_after: int, detail: str = "the ledger is busy or unreachable; retry"
+) -> JSONResponse:
+    """503: the ledger or a projection is unreachable or busy, or (`detail` says so) the
+    request's deadline passed (api/deadline.py); the client may retry after `retry_after`
+    seconds."""
     return JSONResponse(
-        {"detail": "the ledger is busy or unreachable; retry"},
+        {"detail": detail},
         status_code=503,
         headers={"Retry-After": str(retry_after)},
     )

@@ -1,7 +1,7 @@
 """The OpenAPI document and its pages: hand-named operationIds, examples, offline /docs.
 
     app = FastAPI(..., docs_url=None, redoc_url=None, generate_unique_id_function=operation_id)
-    document(app)      # app.openapi() now carries the examples of api.openapi_examples
+    document(app)      # app.openapi(): the examples of api.openapi_examples, the contract version
     mount_docs(app)    # /docs and /redoc from local assets, nothing from another origin
 
 Every operation is named here by method and path (`createMemory`, `searchCoreMemories`):
@@ -14,18 +14,19 @@ The bearer security scheme comes from `api.deps` (every operation that needs a t
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import partial
+from functools import cache, partial
 from pathlib import Path
 from typing import Any, Final
 
 import fastapi_offline
 from fastapi import FastAPI, Request
 from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
-from fastapi.responses import HTMLResponse
+from fastapi.responses import HTMLResponse, Response
 from fastapi.routing import APIRoute
 from fastapi.staticfiles import StaticFiles
 
 from api.openapi_examples import OPERATION_EXAMPLES, SCHEMA_EXAMPLES
+from api.version import CONTRACT_VERSION
 
 __all__ = ["OPERATION_IDS", "document", "mount_docs", "operation_id"]
 
@@ -81,13 +82,23 @@ _DOCS_POLICY: Final = (
     "img-src 'self' data: blob:; font-src 'self' data:; connect-src 'self'; "
     "worker-src 'self' blob:; frame-ancestors 'none'; base-uri 'none'; form-action 'none'"
 )
-"""Both pages start their UI from an inline script; nothing may load from another origin
-(ReDoc would otherwise fetch its logo from its vendor's CDN)."""
+"""Both pages start their UI from an inline script; nothing may load from another origin."""
+_REDOC_BUNDLE: Final = "redoc.standalone.js"
+_REDOC_LOGO: Final = b"https://cdn.redoc.ly/redoc/logo-mini.svg"
+"""What ReDoc's bundle draws beside "API docs by Redocly": from its vendor's CDN, which the
+page's policy blocks (a console error on every load). Served instead as an empty image."""
+_EMPTY_SVG: Final = b"data:image/svg+xml,%3Csvg xmlns=%27http://www.w3.org/2000/svg%27/%3E"
 
 
 def mount_docs(app: FastAPI) -> None:
-    """Swagger UI at /docs and ReDoc at /redoc, from the assets `fastapi-offline` ships."""
-    app.mount(_STATIC, StaticFiles(directory=_ASSETS), name="docs-assets")
+    """Swagger UI at /docs and ReDoc at /redoc, from the assets `fastapi-offline` ships (ReDoc's
+    bundle without its one reference to another origin, `_REDOC_LOGO`)."""
+
+    @app.get(f"{_STATIC}/{_REDOC_BUNDLE}", include_in_schema=False)
+    def redoc_bundle() -> Response:
+        return Response(_redoc_bundle(), media_type="text/javascript")
+
+    app.mount(_STATIC, StaticFiles(directory=_ASSETS), name="docs-assets")  # after: the rest
 
     @app.get("/docs", include_in_schema=False)
     def swagger_ui(request: Request) -> HTMLResponse:
@@ -109,9 +120,14 @@ def mount_docs(app: FastAPI) -> None:
             request,
             "ReDoc",
             partial(get_redoc_html, with_google_fonts=False),
-            redoc_js_url="redoc.standalone.js",
+            redoc_js_url=_REDOC_BUNDLE,
             redoc_favicon_url="favicon.png",
         )
+
+
+@cache
+def _redoc_bundle() -> bytes:
+    return (_ASSETS / _REDOC_BUNDLE).read_bytes().replace(_REDOC_LOGO, _EMPTY_SVG)
 
 
 def _page(
@@ -142,6 +158,12 @@ def document(app: FastAPI) -> None:
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
             app.openapi_schema = _with_examples(build())
+            info = app.openapi_schema["info"]  # `version` is the package's (app.py)
+            info["x-contract-version"] = CONTRACT_VERSION
+            info["description"] = (
+                f"memledger {info['version']}, implementing version {CONTRACT_VERSION} of the HTTP"
+                " contract (API_CONTRACT.md)."
+            )
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]

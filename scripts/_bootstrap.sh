@@ -1,20 +1,49 @@
-# Sourced by scripts/test and scripts/serve: make .venv match pyproject.toml, then cd to the repo.
+# Sourced by scripts/test, scripts/serve and scripts/migrate: make a virtualenv match
+# pyproject.toml, then cd to the repo. Two of them, each with what its scripts need:
+#   MEMLEDGER_BOOTSTRAP=dev (the default; scripts/test): .venv, the project with its
+#     development tools and every extra: '.[dev,otel]'
+#   MEMLEDGER_BOOTSTRAP=serve (scripts/serve, scripts/migrate): .venv-serve, the project
+#     alone, plus the extras its settings ask for: otel when MEMLEDGER_OTEL is on
+# Each is (re)installed when missing, when pyproject.toml is newer than its stamp, or when the
+# extras it needs changed (the stamp holds the install spec).
 set -euo pipefail
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$REPO_ROOT"
 
-VENV="$REPO_ROOT/.venv"
-STAMP="$VENV/.memledger-installed"
 PYTHON="${PYTHON:-python3}"
 
-if [[ ! -x "$VENV/bin/python" || ! -f "$STAMP" || pyproject.toml -nt "$STAMP" ]]; then
-    echo "bootstrapping $VENV ..." >&2
+case "${MEMLEDGER_BOOTSTRAP:-dev}" in
+    dev)
+        VENV="$REPO_ROOT/.venv"
+        SPEC='.[dev,otel]'
+        ;;
+    serve)
+        VENV="$REPO_ROOT/.venv-serve"
+        extras=()
+        case "$(printf '%s' "${MEMLEDGER_OTEL:-}" | tr '[:upper:]' '[:lower:]')" in
+            on | true | yes | y | t | 1) extras+=(otel) ;;
+        esac
+        SPEC='.'
+        if ((${#extras[@]})); then
+            SPEC=".[$(IFS=,; echo "${extras[*]}")]"
+        fi
+        ;;
+    *)
+        echo "MEMLEDGER_BOOTSTRAP must be dev or serve, not '${MEMLEDGER_BOOTSTRAP}'" >&2
+        exit 2
+        ;;
+esac
+STAMP="$VENV/.memledger-installed"
+
+if [[ ! -x "$VENV/bin/python" || ! -f "$STAMP" || pyproject.toml -nt "$STAMP" \
+    || "$(cat "$STAMP")" != "$SPEC" ]]; then
+    echo "bootstrapping $VENV with $SPEC ..." >&2
     [[ -x "$VENV/bin/python" ]] || "$PYTHON" -m venv "$VENV"
-    if ! "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e '.[dev,otel]' \
+    if ! "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e "$SPEC" \
         >"$VENV/pip-install.log" 2>&1; then
         cat "$VENV/pip-install.log" >&2
         exit 1
     fi
-    touch "$STAMP"
+    printf '%s' "$SPEC" >"$STAMP"
 fi

@@ -12,10 +12,9 @@ __all__ = ["mcp_command"]
 
 
 def mcp_command(
-    dev: Annotated[bool, typer.Option(help="use the dev secrets that `serve --dev` uses")] = False,
     worker: Annotated[bool, typer.Option(help="run the projection workers in this process")] = True,
 ) -> None:
     """Serve the agent tools over MCP on stdin/stdout, acting with the token MEMLEDGER_TOKEN."""
     from api.mcp import run_stdio
 
-    raise typer.Exit(run_stdio(load_settings(dev=dev), worker=worker))
+    raise typer.Exit(run_stdio(load_settings(), worker=worker))

@@ -12,7 +12,14 @@ from typing import Annotated, NoReturn, TextIO
 
 import typer
 
-from api.cli.common import complete_shredding, fail, open_ledger
+from api.cli.common import (
+    EXIT_NOT_DONE,
+    EXIT_OK,
+    complete_shredding,
+    fail,
+    open_ledger,
+    require_user,
+)
 
 __all__ = ["export_command", "import_command", "migrate_app"]
 
@@ -94,10 +101,14 @@ def export_command(
         Path | None, typer.Option(help="write here (owner-only) instead of stdout")
     ] = None,
 ) -> None:
-    """Write a user's live memories as JSON lines (forgotten ones are never exported)."""
+    """Write a user's live memories as JSON lines (forgotten ones are never exported).
+
+    Exit status: 0 written, 4 the ledger has nothing of that user (nothing written).
+    """
     from migration.takeout import export_user
 
     with open_ledger("memledger") as ledger:
+        require_user(ledger, user)  # a user the ledger lacks: exit status 4, nothing written
         complete_shredding(ledger)
         lines = list(export_user(ledger, user, include_history=include_history))
     with _open_output(output) as out:
@@ -143,7 +154,7 @@ def import_command(
         typer.echo(
             "candidates: " + ", ".join(f"{k} {v}" for k, v in sorted(summary.candidates.items()))
         )
-    raise typer.Exit(0 if summary.adds_up else 1)
+    raise typer.Exit(EXIT_OK if summary.adds_up else EXIT_NOT_DONE)
 
 
 @contextmanager

@@ -4,12 +4,17 @@ rebuilds, and the events they set aside."""
 from __future__ import annotations
 
 import signal
-import sys
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Final
 
 import typer
 
-from api.cli.common import EXIT_REFUSED, complete_shredding, fail, load_settings
+from api.cli.common import (
+    EXIT_NOT_DONE,
+    EXIT_REFUSED,
+    complete_shredding,
+    fail,
+    load_settings,
+)
 from api.settings import Settings
 
 if TYPE_CHECKING:
@@ -19,6 +24,12 @@ if TYPE_CHECKING:
     from retrieval.vectors.service import EmbeddingService
 
 __all__ = ["projections_app"]
+
+BATCH: Final = 2000
+"""Events per transaction of a rebuild, by default."""
+MIN_BATCH: Final = 50
+PROGRESS_STEPS: Final = 50
+"""Batches a rebuild's default batch size aims for at least, above MIN_BATCH events each."""
 
 projections_app = typer.Typer(
     no_args_is_help=True, help="Read models: run, rebuild, status, quarantine."
@@ -58,7 +69,14 @@ def run_projections() -> None:
 @projections_app.command("rebuild")
 def rebuild_projections(
     names: Annotated[list[str] | None, typer.Argument(help="projections (default: all)")] = None,
-    batch: Annotated[int, typer.Option(min=1, help="events per transaction")] = 2000,
+    batch: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            help=f"events per transaction (default {BATCH}, or a fiftieth of a smaller ledger,"
+            f" at least {MIN_BATCH}: a batch is a step of the progress shown)",
+        ),
+    ] = None,
     processes: Annotated[
         int, typer.Option(min=1, help="processes filling the tables, each over a share of users")
     ] = 2,
@@ -75,8 +93,7 @@ def rebuild_projections(
     Rebuilding embeddings while the embedder is off or unavailable would throw the stored
     vectors away: refused (exit status 5) unless --drop-vectors.
     """
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
-
+    from api.cli.progress import EventProgress
     from projections.rebuild import rebuild
     from projections.registry import select
 
@@ -84,30 +101,25 @@ def rebuild_projections(
     try:
         chosen = select(names or [])
     except KeyError as error:
-        typer.echo(str(error.args[0]), err=True)
-        raise typer.Exit(2) from None
+        fail(str(error.args[0]))
     ledger, worker, embedding_worker = _ledger_and_workers(settings)
     embedding_worker.pool.close()
     embeddings = _embeddings_of(embedding_worker)
     chosen = select(names or [], embeddings)  # vectors from the configured embedder
     if any(p.name == "embeddings" for p in chosen) and not drop_vectors:
         _refuse_to_drop_vectors(settings, worker, ledger, embeddings)
-    columns = (
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("{task.speed} events/s"),
-    )
+    total = ledger.position()
     try:
-        with Progress(*columns, disable=not sys.stderr.isatty()) as progress:
-            task = progress.add_task("replaying the ledger", total=ledger.position())
+        with EventProgress(
+            "replaying the ledger", total, then="checking against live and swapping in"
+        ) as progress:
             report = rebuild(
                 ledger,
                 worker.pool,
                 settings.db_schema,
                 chosen,
-                batch_size=batch,
-                progress=lambda n: progress.advance(task, n),
+                batch_size=batch or _batch_for(total),
+                progress=progress.advance,
                 processes=processes,
                 lock_timeout=settings.lock_timeout,
             )
@@ -144,6 +156,7 @@ def projections_status() -> None:
     settings = load_settings()
     ledger, worker, embedding_worker = _ledger_and_workers(settings, ensure=False)
     try:
+        # Before any projection ran (no tables yet) every one is at 0, the whole ledger behind.
         for each in (worker, embedding_worker):  # embeddings: their own worker, listed last
             for status in each.status():
                 typer.echo(f"{status.name:<18} position {status.position:>10}  lag {status.lag}")
@@ -206,7 +219,13 @@ def projections_quarantine(
         verdict = "still quarantined" if (entry.projection, entry.position) in still else "applied"
         typer.echo(f"{verdict}: {entry.projection} position {entry.position}")
     if any((e.projection, e.position) in still for e in entries):
-        raise typer.Exit(1)
+        raise typer.Exit(EXIT_NOT_DONE)
+
+
+def _batch_for(events: int) -> int:
+    """The default batch: BATCH events, fewer on a ledger of less than 50 of them (a step of
+    progress is a batch: one batch would show nothing until the end)."""
+    return max(MIN_BATCH, min(BATCH, events // PROGRESS_STEPS))
 
 
 def _quarantine_line(entry: Quarantined) -> str:

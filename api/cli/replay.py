@@ -13,7 +13,14 @@ from uuid import UUID
 
 import typer
 
-from api.cli.common import complete_shredding, open_ledger
+from api.cli.common import (
+    EXIT_NOT_DONE,
+    EXIT_OK,
+    complete_shredding,
+    fail,
+    open_ledger,
+    require_user,
+)
 
 __all__ = ["parse_time", "replay_command"]
 
@@ -70,6 +77,8 @@ def replay_command(
 
     Content is decrypted while its data key exists; where the key was destroyed (forgotten
     memories, rejected or expired candidates) the line says "redacted": true instead.
+    Exit status: 0 streamed, 1 an event could not be replayed, 4 the ledger has nothing of
+    --user's.
     """
     from replay import InvalidQuery, ReplayError, ReplayQuery, replay
 
@@ -84,12 +93,13 @@ def replay_command(
         raise typer.BadParameter(reason, param_hint="'--as-of'") from None
 
     with open_ledger() as ledger:
+        if query.user_id is not None:
+            require_user(ledger, query.user_id)  # a user the ledger lacks: exit status 4
         complete_shredding(ledger)  # keys that outlived their tombstone must not decrypt here
         try:
             _print_lines(replay(ledger, query))
         except ReplayError as error:
-            typer.echo(f"memledger: {error}", err=True)
-            raise typer.Exit(1) from None
+            fail(f"memledger: {error}", EXIT_NOT_DONE)
 
 
 def _memory_id(memory: str | None) -> UUID | None:
@@ -111,4 +121,4 @@ def _print_lines(records: Iterable[dict[str, Any]]) -> None:
     except BrokenPipeError:
         with contextlib.suppress(Exception):  # no second error when Python flushes at exit
             os.dup2(os.open(os.devnull, os.O_WRONLY), out.fileno())
-        raise typer.Exit(0) from None
+        raise typer.Exit(EXIT_OK) from None

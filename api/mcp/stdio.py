@@ -26,6 +26,7 @@ from api.bootstrap import (
     build_worker,
     jwt_secret,
     resolve_database_url,
+    warm_search,
 )
 from api.deps import InvalidToken, verify_token
 from api.mcp.server import tools_server
@@ -73,6 +74,7 @@ def _token(settings: Settings, secret: str) -> str:
 
 async def _serve(app: FastAPI, token: str) -> None:
     server = tools_server(app, lambda _: {"Authorization": f"Bearer {token}"})
+    print("memledger: serving the agent tools on stdio", file=sys.stderr, flush=True)
     async with stdio_server() as (read, write):
         await server.run(read, write, server.create_initialization_options())
 
@@ -85,6 +87,7 @@ def _app(settings: Settings, *, worker: bool) -> Iterator[FastAPI]:
     url = resolve_database_url(settings)
     ledger = build_ledger(settings, url)
     embeddings = build_embeddings(settings)
+    warm_search(embeddings)  # as `serve` does: the first search must not load them
     workers = (
         build_worker(settings, ledger, url, embeddings),
         build_embedding_worker(settings, ledger, url, embeddings),

@@ -128,6 +128,12 @@ class MemoryLedger(Application[UUID]):
         assert isinstance(recorder, LedgerRecorder), "the ledger runs on its own recorder"
         return recorder.having_topics(list(set(aggregate_ids)), shredding_topics())
 
+    def knows_user(self, user_id: str) -> bool:
+        """Whether the ledger has anything of the user: a memory or candidate ever (forgotten
+        ones included), or settings. What `erase_user` finds; reads the whole events table."""
+        memory_ids, candidate_ids = self.store.owned(user_id)
+        return bool(memory_ids or candidate_ids) or self.store.settings(user_id) is not None
+
     def memory_ids(self, user_id: str) -> list[UUID]:
         """Ids of the user's live memories (from the key table, not a projection)."""
         return self.keys.owned_keys(user_id, "memory")

@@ -16,5 +16,5 @@ def offline_app() -> Any:
     services.request_deadline = None
     services.max_body_bytes = 64 * 1024
     services.retry_after = 1
-    services.max_concurrency = 0
+    services.max_concurrency = 0  # no cap (a mock's would fail every request)
     return create_app(services)

@@ -40,6 +40,7 @@ def test_a_request_still_running_at_the_deadline_is_answered_503_with_retry_afte
         released.set()
     assert response.status_code == 503, response.text
     assert response.headers["Retry-After"] == "7" and "X-Request-ID" in response.headers
+    assert response.json()["detail"] == "not answered within the request deadline (1 s); retry"
     assert elapsed < 3.0  # not the 10 s the route would take; slack for a busy machine
     assert seen and seen[0] is not None and seen[0] < 1.0
 

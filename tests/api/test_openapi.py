@@ -7,6 +7,7 @@ import json
 import logging
 import re
 from collections.abc import Callable
+from importlib.metadata import version
 from typing import Any
 
 import pytest
@@ -137,11 +138,32 @@ def test_a_created_memory_is_where_location_says(client: TestClient, auth: Auth)
 def test_the_docs_pages_use_only_local_assets(app: Any) -> None:
     with TestClient(app) as client:
         for page in ("/docs", "/redoc"):
-            html = client.get(page).text
+            answer = client.get(page)
+            assert answer.status_code == 200, page  # (was vacuous: a 500 has no assets)
+            html = answer.text
             assert not re.search(r"https?://", html), page
             for asset in re.findall(r'(?:src|href)="([^"]+)"', html):
                 assert asset.startswith("/"), asset
                 assert client.get(asset).status_code == 200, asset
+
+
+def test_redoc_draws_nothing_from_another_origin(app: Any) -> None:
+    with TestClient(app) as client:
+        bundle = client.get("/docs-assets/redoc.standalone.js")
+        swagger = client.get("/docs-assets/swagger-ui-bundle.js")  # the rest: still static
+
+    assert bundle.status_code == 200 and "javascript" in bundle.headers["content-type"]
+    assert "cdn.redoc.ly" not in bundle.text  # the vendor's logo, blocked by the page's CSP
+    assert 'src:"data:image/svg+xml,' in bundle.text  # an empty image in its place
+    assert swagger.status_code == 200
+
+
+def test_the_document_names_the_package_and_the_contract_version(app: Any) -> None:
+    info = app.openapi()["info"]
+
+    assert info["version"] == version("memledger") == "0.1.0"
+    assert info["x-contract-version"] == "1"
+    assert "version 1 of the HTTP contract" in info["description"]
 
 
 @pytest.mark.integration

@@ -11,7 +11,8 @@ from typer.testing import CliRunner
 
 from api.bootstrap import jwt_secret
 from api.cli import app
-from api.deps import verify_token
+from api.deps import InvalidToken, mint_token, verify_token
+from api.schemas.tools import tool_specs
 from api.settings import Settings
 
 SECRET = "cli-test-secret-of-at-least-32-bytes!!"
@@ -76,6 +77,46 @@ def test_invalid_values_exit_2_with_a_clear_message(
     result = invoke(runner, tmp_path, "--user", "alice", *args)
     assert result.exit_code == 2
     assert message in result.stderr and result.stdout == ""
+
+
+@pytest.mark.parametrize(
+    ("args", "claims", "message"),
+    [
+        (["--user", "bad user"], {"user_id": "bad user"}, "--user must be 1 to 200 characters"),
+        (["--user", "a" * 201], {"user_id": "a" * 201}, "--user must be 1 to 200 characters"),
+        (["--user", "-alice"], {"user_id": "-alice"}, "starting with a letter or digit"),
+        (["--role", "a b"], {"roles": ["a b"]}, "--role must be a list of at most 64 names"),
+        (
+            [arg for i in range(65) for arg in ("--role", f"r{i}")],
+            {"roles": [f"r{i}" for i in range(65)]},
+            "--role must be a list of at most 64 names",
+        ),
+        (["--tool", "search core"], {"tools": ["search core"]}, "--tool must be a list"),
+    ],
+    ids=["space", "long", "dash", "role", "roles", "tool"],
+)
+def test_a_value_the_server_refuses_is_refused_before_signing(
+    runner: CliRunner, tmp_path: Path, args: list[str], claims: dict, message: str
+) -> None:
+    user = claims.pop("user_id", "alice")
+    with pytest.raises(InvalidToken):  # the server's own verdict on such a token
+        verify_token(mint_token(SECRET, user, **claims), SECRET)
+
+    result = invoke(runner, tmp_path, *(["--user", "alice"] if user == "alice" else []), *args)
+
+    assert result.exit_code == 2, result.output
+    assert message in result.stderr and result.stdout == ""
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_a_tool_that_does_not_exist_is_refused(runner: CliRunner, tmp_path: Path) -> None:
+    result = invoke(runner, tmp_path, "--user", "alice", "--tool", "nope_tool")
+
+    assert result.exit_code == 2 and result.stdout == ""
+    assert "--tool must name one of the tools" in result.stderr and "'nope_tool'" in result.stderr
+    for spec in tool_specs():  # each real one is accepted
+        ok = invoke(runner, tmp_path, "--user", "alice", "--tool", spec.name)
+        assert ok.exit_code == 0, ok.output
 
 
 @pytest.mark.parametrize("args", [[], ["--user", "alice", "--ttl-hours", "0"]])
