@@ -85,10 +85,11 @@ class FaultServer:
     def output(self) -> str:
         return self.log.read_text(errors="replace")[-6000:] if self.log.exists() else ""
 
-    def client(self, user: str) -> httpx2.Client:
+    def client(self, user: str, **claims: Any) -> httpx2.Client:
+        """A client with `user`'s token (and these claims: `workspace=` for the tools)."""
         return httpx2.Client(
             base_url=self.url,
-            headers={"Authorization": f"Bearer {mint_token(SECRET, user)}"},
+            headers={"Authorization": f"Bearer {mint_token(SECRET, user, **claims)}"},
             timeout=BOUND + 30,  # a hang shows as a slow call, not as a client timeout
             trust_env=False,
         )

@@ -12,16 +12,12 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-import httpx2
 import psycopg
 import pytest
 from psycopg import sql
 
-from api.deps import mint_token
-from tests.e2e.test_server_e2e import SECRET
 from tests.faults.cluster import PrivateCluster
 from tests.faults.harness import (
-    BOUND,
     Call,
     FaultServer,
     check_calls,
@@ -47,17 +43,6 @@ def locked(cluster: PrivateCluster, schema: str, table: str) -> Iterator[psycopg
             yield other
         finally:
             other.rollback()
-
-
-def agent(server: FaultServer, user: str) -> httpx2.Client:
-    """A client with an agent's token (a workspace, for the tools)."""
-    token = mint_token(SECRET, user, workspace="learning")
-    return httpx2.Client(
-        base_url=server.url,
-        headers={"Authorization": f"Bearer {token}"},
-        timeout=BOUND + 30,
-        trust_env=False,
-    )
 
 
 def query(cluster: PrivateCluster, statement: str, *params: Any) -> list[tuple[Any, ...]]:
@@ -122,7 +107,8 @@ def test_a_locked_view_table_holds_back_only_itself(
                 calls.append(read)
                 assert read.status == 200, read
                 calls.append(timed(client, "GET", "/me/core-memories", params={"limit": 5})[0])
-            with agent(server, "writer0") as tools:  # a search reads the index: it waits
+            # A search reads the index: it waits.
+            with server.client("writer0", workspace="learning") as tools:
                 searched = timed(
                     tools, "POST", "/tools/search_core_memories", json={"query": "fact"}
                 )[0]

@@ -16,24 +16,12 @@ from collections.abc import Callable
 import httpx2
 import pytest
 
-from api.deps import mint_token
-from tests.e2e.test_server_e2e import SECRET
 from tests.faults.harness import BOUND, SLACK, Call, FaultServer, timed
 
 pytestmark = [pytest.mark.integration, pytest.mark.faults]
 
 ATTACKERS, ATTACK_USERS, SECONDS = 8, 2, 8.0
 LONG = ("我想知道每周学习多久才合适 how long should I study every week " * 12)[:500]
-
-
-def agent(server: FaultServer, user: str) -> httpx2.Client:
-    token = mint_token(SECRET, user, workspace="learning")
-    return httpx2.Client(
-        base_url=server.url,
-        headers={"Authorization": f"Bearer {token}"},
-        timeout=BOUND + 30,
-        trust_env=False,
-    )
 
 
 def search(client: httpx2.Client, query: str) -> Call:
@@ -55,7 +43,7 @@ def test_eight_long_query_callers_get_429_and_the_victim_is_served(
     server.env.pop("MEMLEDGER_EMBEDDER")  # the bundled model: the query embedding is the cost
     server.start()
     for user in ("victim", *(f"attacker{i}" for i in range(ATTACK_USERS))):
-        with agent(server, user) as client:
+        with server.client(user, workspace="learning") as client:
             body = {
                 "memory_key": "study_time",
                 "content": "weekday study time is one hour",
@@ -64,13 +52,13 @@ def test_eight_long_query_callers_get_429_and_the_victim_is_served(
             }
             assert timed(client, "POST", "/tools/save_core_memory", json=body)[0].status == 200
 
-    with agent(server, "victim") as victim:
+    with server.client("victim", workspace="learning") as victim:
         alone = victim_searches(victim, 20)
         stop = threading.Event()
         attacks: list[Call] = []
 
         def attack(i: int) -> None:
-            with agent(server, f"attacker{i % ATTACK_USERS}") as client:
+            with server.client(f"attacker{i % ATTACK_USERS}", workspace="learning") as client:
                 while not stop.is_set():
                     attacks.append(search(client, LONG))
 
