@@ -115,6 +115,7 @@ SCHEMA_EXAMPLES: Final[dict[str, Any]] = {
         **{k: MEMORY[k] for k in ("memory_id", "memory_key", "content", "category")},
         **{k: MEMORY[k] for k in ("scope_type", "workspace_type", "source_type", "updated_at")},
         "tokens": 7,
+        "relevance": 0.92,
     },
     "ListBody": {"scope_type": "workspace"},
     "SaveBody": {

@@ -115,7 +115,10 @@ def test_a_strict_shaped_call_with_nulls_succeeds(
                 "scope_type": "global",
             },
         ),
-        ("search_core_memories", {"query": "examples", "category": None, "limit": None}),
+        (
+            "search_core_memories",
+            {"query": "examples", "category": None, "limit": None, "min_relevance": None},
+        ),
         ("list_core_memories", {"scope_type": None}),
         (
             "propose_core_memory",
