@@ -85,6 +85,13 @@ class FaultServer:
     def output(self) -> str:
         return self.log.read_text(errors="replace")[-6000:] if self.log.exists() else ""
 
+    def errors(self) -> list[str]:
+        """The log lines of the errors the server logged (a 500's traceback among them)."""
+        if not self.log.exists():
+            return []
+        lines = self.log.read_text(errors="replace").splitlines()
+        return [line for line in lines if '"level": "ERROR"' in line]
+
     def client(self, user: str, **claims: Any) -> httpx2.Client:
         """A client with `user`'s token (and these claims: `workspace=` for the tools)."""
         return httpx2.Client(
@@ -201,12 +208,15 @@ class Load:
                 self._stop.wait(0.05)
 
 
-def check_calls(calls: list[Call], *, server_down: bool = False) -> None:
+def check_calls(
+    calls: list[Call], *, server_down: bool = False, server: FaultServer | None = None
+) -> None:
     """No 500 (no status outside the contract), every 503 with Retry-After, every answer
-    within the bound (+ slack). Unanswered calls only when the server process was down."""
+    within the bound (+ slack). Unanswered calls only when the server process was down.
+    `server`: whose logged errors a failure shows (a 500's traceback)."""
     assert calls, "the load made no call"
     unexpected = [c for c in calls if c.status is not None and c.status not in (200, 201, 503)]
-    assert not unexpected, unexpected[:5]
+    assert not unexpected, (unexpected[:5], server.errors()[-3:] if server else None)
     assert all(c.retry_after for c in calls if c.status == 503)
     slow = [c for c in calls if c.status is not None and c.seconds > BOUND + SLACK]
     assert not slow, slow[:5]

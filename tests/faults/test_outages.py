@@ -104,7 +104,7 @@ def test_a_server_killed_under_write_load_loses_no_acknowledged_write(scenario: 
         server.kill()
         server.start()  # same port, same schema: the clients carry on
         time.sleep(1.5)
-    check_calls(load.calls, server_down=True)
+    check_calls(load.calls, server_down=True, server=server)
     acknowledged_writes_kept(server, load.acknowledged)
     scenario.finish(server)
 
@@ -127,7 +127,7 @@ def test_postgres_restarted_then_down_for_10_s_under_load(scenario: Scenario) ->
         scenario.cluster.start()
         recovered = recovery_seconds(server)
         time.sleep(1.0)
-    check_calls(load.calls + during)
+    check_calls(load.calls + during, server=server)
     assert {c.status for c in during} == {503}, {c.status for c in during}
     assert restarted <= RECOVERY and recovered <= RECOVERY, (restarted, recovered)
     acknowledged_writes_kept(server, load.acknowledged)
@@ -153,7 +153,7 @@ def test_the_projections_process_killed_mid_run_resumes_to_a_rebuilds_tables(
             projections.kill()  # mid-run: under this load batches follow each other
             projections.start(ready=False)
         time.sleep(1.0)
-    check_calls(load.calls)
+    check_calls(load.calls, server=server)
     acknowledged_writes_kept(server, load.acknowledged)
     until(lambda: caught_up(server), timeout=30)
     projections.stop()
