@@ -5,6 +5,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import psycopg
+from eventsourcing import persistence
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -44,6 +46,16 @@ _CONFLICTS: dict[type, str] = {
     RevisionConflict: "revision_conflict",
     CandidateNotPending: "candidate_decided",
 }
+
+
+_OUTAGES: tuple[type[Exception], ...] = (
+    persistence.OperationalError,
+    persistence.InterfaceError,
+    psycopg.OperationalError,
+    psycopg.InterfaceError,
+)
+"""The drivers' and the ledger library's outage errors (connection lost, server shutting down,
+pool or statement timeout): 503 like LedgerUnavailable wherever they surface."""
 
 
 def _field_errors(error: RequestValidationError) -> list[dict[str, Any]]:
@@ -138,6 +150,14 @@ def _status_of(error: Exception, retry_after: int) -> JSONResponse:
             )
         case LedgerUnavailable():
             return unavailable(retry_after)
+        case (
+            persistence.OperationalError()
+            | persistence.InterfaceError()
+            | psycopg.OperationalError()
+            | psycopg.InterfaceError()
+        ):  # an outage no layer below named LedgerUnavailable: still not a bug
+            _log.warning("database outage: %s", type(error).__name__)
+            return unavailable(retry_after)
         case UserBusy():
             return too_many(error, retry_after)
     raise error
@@ -195,6 +215,7 @@ def install_error_handlers(app: FastAPI) -> None:
         CandidateNotPending,
         LedgerUnavailable,
         UserBusy,
+        *_OUTAGES,
     ):
         app.add_exception_handler(kind, domain_error)
     app.add_exception_handler(RequestValidationError, validation_error)

@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, Final, TypeVar
 from uuid import NAMESPACE_URL, UUID, uuid5
 
+from domain.context import outage_unavailable
 from domain.errors import MasterKeyMissing
 from domain.ledger.keyring import MasterKeyring, UnknownMasterKey
 from domain.ledger.persistence.key_table import KeyTable
@@ -341,11 +342,16 @@ class DataKeyStore:
         written before they were kept are stored on the way."""
         found: dict[UUID, bytes] = {}
         unchecked: dict[UUID, bytes] = {}
-        for key_id, master_id, wrapped, check in self._table.wrapped(key_ids):
+        # An outage met here is LedgerUnavailable: a read that needs a key (a page of sealed
+        # rows, a replay) then answers 503, and a projection batch is retried whole.
+        with outage_unavailable():
+            rows = self._table.wrapped(key_ids)
+        for key_id, master_id, wrapped, check in rows:
             raw = found[key_id] = self._unwrap(master_id, key_id, wrapped)
             if check is None:
                 unchecked[key_id] = key_check(raw)
-        self._table.set_checks(unchecked)
+        with outage_unavailable():
+            self._table.set_checks(unchecked)
         return found
 
     def _remember(self, key_id: UUID, raw: bytes, *, keep: bool = True) -> None:

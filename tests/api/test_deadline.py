@@ -8,12 +8,17 @@ import threading
 import time
 from collections.abc import Callable
 
+import psycopg
+import psycopg_pool
+import pytest
+from eventsourcing import persistence
 from fastapi.testclient import TestClient
 
 from api.app import create_app
 from api.deps import Services
 from domain import context
 from domain.errors import LedgerUnavailable
+from domain.ledger.persistence.key_table import KeyTable
 
 
 def test_a_request_still_running_at_the_deadline_is_answered_503_with_retry_after(
@@ -63,3 +68,49 @@ def test_healthz_runs_on_the_event_loop(services: Services) -> None:
     app = create_app(services)
     (route,) = [r for r in app.routes if getattr(r, "path", "") == "/healthz"]
     assert inspect.iscoroutinefunction(route.endpoint)  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        persistence.OperationalError("terminating connection due to administrator command"),
+        persistence.InterfaceError("the connection is closed"),
+        psycopg.OperationalError("server closed the connection unexpectedly"),
+        psycopg_pool.PoolTimeout("couldn't get a connection after 2.00 sec"),
+    ],
+    ids=type,
+)
+def test_a_driver_outage_no_layer_named_is_503_not_500(
+    services: Services, auth: Callable[..., dict[str, str]], error: Exception
+) -> None:
+    """CI once met a 500 while PostgreSQL restarted: an outage error of the drivers that
+    reached the API unnamed. Wherever one surfaces it is an outage, never a bug's 500."""
+
+    def down(*_: object, **__: object) -> object:
+        raise error
+
+    services.reads.memories = down  # type: ignore[method-assign]
+    with TestClient(create_app(services), raise_server_exceptions=False) as client:
+        response = client.get("/me/core-memories", headers=auth())
+    assert response.status_code == 503, response.text
+    assert response.headers["Retry-After"]
+
+
+def test_an_outage_while_fetching_data_keys_is_503(
+    client: TestClient, services: Services, auth: Callable[..., dict[str, str]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    """After a PostgreSQL restart no cached key is trusted, so a read fetches its rows' keys;
+    the key table unreachable then is an outage (503 with Retry-After)."""
+    body = {"memory_key": "style", "content": "I prefer examples first", "category": "preference",
+            "scope_type": "global"}  # fmt: skip
+    assert client.post("/me/core-memories", json=body, headers=auth()).status_code == 201
+    services.ledger.keys.forget_all_cached()
+
+    def down(*_: object) -> object:
+        raise persistence.OperationalError("terminating connection due to administrator command")
+
+    monkeypatch.setattr(KeyTable, "wrapped", down)
+    response = client.get("/me/core-memories", headers=auth())
+    assert response.status_code == 503, response.text
+    assert response.headers["Retry-After"]
