@@ -12,8 +12,8 @@ from fastapi.routing import iter_route_contexts
 from starlette.exceptions import HTTPException
 from starlette.routing import compile_path
 
-from api.deps import InvalidToken
 from api.limits import UserBusy
+from api.tokens import InvalidToken
 from domain.context import current_request_id
 from domain.errors import (
     CandidateNotPending,

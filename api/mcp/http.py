@@ -20,8 +20,8 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from api.deps import InvalidToken, verify_token
 from api.mcp.server import tools_server
+from api.tokens import InvalidToken, verify_token
 from domain.errors import LedgerUnavailable
 
 __all__ = ["McpEndpoint", "mount_mcp"]

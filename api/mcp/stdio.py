@@ -28,10 +28,10 @@ from api.bootstrap import (
     resolve_database_url,
     warm_search,
 )
-from api.deps import InvalidToken, verify_token
 from api.mcp.server import tools_server
 from api.middleware import configure_logging
 from api.settings import Settings
+from api.tokens import InvalidToken, verify_token
 from domain.ledger.keyring import KeyringError
 
 __all__ = ["run_stdio"]

@@ -12,13 +12,15 @@ from uuid import UUID
 
 from fastapi import APIRouter, Header, Query
 
-from api.deps import CurrentIdentity, Identity, ServicesDep, UserRoute
+from api.deps import CurrentIdentity, ServicesDep
 from api.schemas.audit import AuditEvent, AuditPage
 from api.schemas.text import ID_PATTERN
+from api.user_route import UserRoute
 from domain.errors import PolicyDenied
 from domain.model.values import MAX_ID_CHARS
 from projections.views.audit_log import AuditLog
 from projections.views.profile import Profile
+from service.caller import Identity
 
 __all__ = ["AUDITOR_ROLE", "require_auditor", "router"]
 

@@ -21,9 +21,11 @@ from fastapi import APIRouter, Path, Query
 from fastapi.responses import StreamingResponse
 from pydantic import BeforeValidator
 
-from api.deps import CurrentIdentity, Services, ServicesDep, UserRoute
+from api.deps import CurrentIdentity, ServicesDep
 from api.routes.audit import require_auditor
 from api.schemas.replay import AsOfView, ReplayRecord
+from api.services import Services
+from api.user_route import UserRoute
 from replay import ReplayQuery, parse_time, replay
 
 __all__ = ["NDJSON", "router"]

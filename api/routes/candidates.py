@@ -7,7 +7,7 @@ from uuid import UUID
 
 from fastapi import APIRouter, Body, Query
 
-from api.deps import CandidateReads, CurrentIdentity, ServicesDep, UserRoute
+from api.deps import CandidateReads, CurrentIdentity, ServicesDep
 from api.schemas.candidates import (
     Candidate,
     CandidateAccept,
@@ -17,6 +17,7 @@ from api.schemas.candidates import (
     candidate_out,
 )
 from api.schemas.memories import memory_out
+from api.user_route import UserRoute
 from domain.model.values import UNSET
 
 __all__ = ["router"]

@@ -6,9 +6,10 @@ from typing import Any
 
 from fastapi import APIRouter, Path, Response
 
-from api.deps import ActiveMemoryReads, CurrentIdentity, ServicesDep, UserRoute
+from api.deps import ActiveMemoryReads, CurrentIdentity, ServicesDep
 from api.schemas.memories import LegacyMemory, shaped
 from api.schemas.text import LINE_PATTERN
+from api.user_route import UserRoute
 from domain.model.values import MAX_KEY_CHARS, Scope
 
 __all__ = ["router"]

@@ -7,14 +7,7 @@ from uuid import UUID
 
 from fastapi import APIRouter, Path, Query, Request, Response, status
 
-from api.deps import (
-    ActiveMemoryReads,
-    CurrentIdentity,
-    MemoryReads,
-    ServicesDep,
-    UserRoute,
-    VersionReads,
-)
+from api.deps import ActiveMemoryReads, CurrentIdentity, MemoryReads, ServicesDep, VersionReads
 from api.schemas.memories import (
     Category,
     MemoryCreate,
@@ -28,6 +21,7 @@ from api.schemas.memories import (
     memory_out,
 )
 from api.schemas.text import CURSOR_PATTERN
+from api.user_route import UserRoute
 from domain.errors import MemoryForgotten, NotFound
 from domain.model.values import UNSET, Scope
 from projections.reads import Reads

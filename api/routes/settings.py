@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from api.deps import CurrentIdentity, ServicesDep, UserRoute
+from api.deps import CurrentIdentity, ServicesDep
 from api.schemas.settings import SettingsOut, SettingsPatch
+from api.user_route import UserRoute
 from domain.ledger.results import Outcome
 from domain.model.memory_settings import SettingsState
 

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from fastapi.testclient import TestClient
 
 from api.app import create_app
-from api.deps import Services
+from api.services import Services
 from domain import context
 from domain.errors import LedgerUnavailable
 

@@ -1,0 +1,25 @@
+"""Who calls a use case: the user, and for an agent turn its workspace, mode and tools."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["Identity"]
+
+
+@dataclass(frozen=True, slots=True)
+class Identity:
+    """Who is calling, from where and with what: the token's claims, checked."""
+
+    user_id: str
+    roles: frozenset[str] = frozenset()
+    workspace: str | None = None
+    mode: str = "normal"
+    tools: frozenset[str] | None = None
+    claims: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def is_agent_turn(self) -> bool:
+        """A token of one agent turn (mode no_write/isolated, or a tools list): tools only."""
+        return self.mode != "normal" or self.tools is not None
