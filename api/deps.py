@@ -1,9 +1,9 @@
-"""Request dependencies: the services, the verified caller, and reads that wait for the
-caller's writes (read-your-writes)."""
+"""Request dependencies: the services, the verified caller (holding one of its per-user slots)
+and the `X-Min-Position` a use case's reads wait for (service/reading.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Annotated
 
 from fastapi import Depends, Header, Request
@@ -11,24 +11,9 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from api.services import Services
 from api.tokens import InvalidToken, verify_token
-from projections.reads import Reads
-from projections.views.active_memories import ActiveMemories
-from projections.views.candidates import Candidates
-from projections.views.memory_versions import MemoryVersions
-from projections.views.tombstones import Tombstones
-from service import reading
 from service.caller import Identity
 
-__all__ = [
-    "ActiveMemoryReads",
-    "CandidateReads",
-    "CurrentIdentity",
-    "MemoryReads",
-    "MinPosition",
-    "ServicesDep",
-    "VersionReads",
-    "fresh_reads",
-]
+__all__ = ["CurrentIdentity", "MinPosition", "ServicesDep"]
 
 
 def _services(request: Request) -> Services:
@@ -77,28 +62,3 @@ def _min_position(
 
 MinPosition = Annotated[int | None, Depends(_min_position)]
 """The request's `X-Min-Position`: its reads wait for this ledger position (capped at the head)."""
-
-
-def fresh_reads(*projections: str) -> Callable[..., Reads]:
-    """A dependency giving reads that include the caller's own earlier writes (and any
-    `X-Min-Position`) in these projections, the ones the route reads; it waits for no other."""
-
-    def dependency(
-        identity: CurrentIdentity, services: ServicesDep, min_position: MinPosition
-    ) -> Reads:
-        return reading.fresh_reads(services, identity.user_id, min_position, *projections)
-
-    return dependency
-
-
-# What each read path reads, so it waits for these projections alone.
-ActiveMemoryReads = Annotated[Reads, Depends(fresh_reads(ActiveMemories.name))]
-"""Listing memories, or one by key: active_memories."""
-MemoryReads = Annotated[Reads, Depends(fresh_reads(ActiveMemories.name, Tombstones.name))]
-"""One memory by id (a forgotten one answers 410): active_memories, tombstones."""
-VersionReads = Annotated[
-    Reads, Depends(fresh_reads(ActiveMemories.name, Tombstones.name, MemoryVersions.name))
-]
-"""A memory's versions: active_memories, tombstones, memory_versions."""
-CandidateReads = Annotated[Reads, Depends(fresh_reads(Candidates.name))]
-"""Candidates: candidates."""
