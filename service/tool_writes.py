@@ -151,7 +151,8 @@ def propose_memory(
         reads = fresh_reads(ports, user_id, min_position, ActiveMemories.name)
         existing = reads.memory_by_key(user_id, scope, key)
         visible = existing is not None and sees(ports, workspace, existing)
-        if visible and _same(existing, content, category):  # never compared with a hidden one
+        # Never compared with a hidden one: that would confirm a guess about it.
+        if visible and existing is not None and _same(existing, content, category):
             ports.wrote(user_id, Outcome("duplicate"))  # nothing appended: X-Position, head
             return Saved("duplicate")  # already remembered: nothing to propose
         outcome = ports.ledger.propose_candidate(

@@ -31,9 +31,7 @@ def put_global_memory(
 ) -> LegacyMemory:
     """Create or replace the global memory with this key."""
     memory = legacy.put_global(services, identity, body.memory_key, body.content, body.category)
-    return LegacyMemory(
-        memory_key=memory.memory_key, content=memory.content, category=memory.category
-    )  # type: ignore[arg-type]
+    return shaped(LegacyMemory, memory)
 
 
 @router.delete("/{memory_key}", status_code=204)

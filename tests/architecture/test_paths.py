@@ -42,6 +42,7 @@ ACTIVE_MEMORIES = {
 
 CREATE_TO_EVENTS_ROW = {
     "api/routes/memories.py",  # the route
+    "service/memories.py",  # the use case
     "domain/ledger/memories.py",  # the command
     "domain/model/memory.py",  # the aggregate
     "domain/ledger/store.py",  # the save
