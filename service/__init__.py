@@ -5,3 +5,5 @@ in api/bootstrap.py), the caller (`service.caller.Identity`) and plain values; i
 domain type or a small dataclass, or raises a domain error (domain/errors.py). The HTTP routes,
 the MCP tools and the CLI are doors to them: they parse, call and map, and call no other door.
 """
+
+__all__: list[str] = []

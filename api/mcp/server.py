@@ -31,7 +31,7 @@ from mcp_types import (
     Tool,
     ToolAnnotations,
 )
-from pydantic import Field, TypeAdapter, ValidationError
+from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
 from api.deadline import INNER
 from api.errors import ErrorAnswer, error_answer, invalid_request
@@ -135,11 +135,9 @@ def call(turn: Turn, name: str, arguments: Mapping[str, Any] | None) -> CallTool
         identity = turn.identify()
         with _as_request(services), services.limits.hold(identity.user_id):
             at = None if turn.min_position is None else _min_position(turn.min_position)
-            body = body_schema.model_validate(dict(arguments or {}))
+            body = _body(body_schema, arguments)
             answer = translate(services, identity, body, at)
-    except ValidationError as error:
-        return _error_of(invalid_request(error.errors(include_url=False)))
-    except _HeaderInvalid as error:
+    except _Invalid as error:
         return _error_of(invalid_request(error.errors))
     except _ERRORS as error:
         return _error_of(error_answer(error, services))
@@ -166,10 +164,20 @@ def _as_request(services: Services) -> Iterator[None]:
         yield
 
 
-class _HeaderInvalid(Exception):
-    def __init__(self, errors: list[dict[str, Any]]) -> None:
-        super().__init__("invalid header")
+class _Invalid(Exception):
+    """The arguments or a header break their schema (422); `errors` as pydantic gives them."""
+
+    def __init__(self, errors: list[Any]) -> None:
+        super().__init__("invalid request")
         self.errors = errors
+
+
+def _body(schema: type[BaseModel], arguments: Mapping[str, Any] | None) -> BaseModel:
+    """The arguments as the tool's body, validated as `POST /tools/{name}` validates its body."""
+    try:
+        return schema.model_validate(dict(arguments or {}))
+    except ValidationError as error:
+        raise _Invalid(list(error.errors(include_url=False))) from None
 
 
 def _min_position(header: str) -> int:
@@ -178,7 +186,7 @@ def _min_position(header: str) -> int:
         return _POSITION.validate_python(header)
     except ValidationError as error:
         loc = ("header", "X-Min-Position")
-        raise _HeaderInvalid([{**e, "loc": loc} for e in error.errors()]) from None
+        raise _Invalid([{**e, "loc": loc} for e in error.errors()]) from None
 
 
 def _error_of(answer: ErrorAnswer) -> CallToolResult:
