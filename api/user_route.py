@@ -9,8 +9,7 @@ from typing import Any
 
 from fastapi.routing import APIRoute
 
-from domain.errors import PolicyDenied
-from service.caller import Identity
+from service.caller import require_owner
 
 __all__ = ["UserRoute"]
 
@@ -19,7 +18,8 @@ class UserRoute(APIRoute):
     """A route of the user's own APIs (/me/*, /audit/*): refused to agent-turn tokens.
 
     An agent turn (mode no_write or isolated, or a tools list) acts only through the tools, so
-    a mode can never be widened through the management API: 403 `agent_token`. The check wraps
+    a mode can never be widened through the management API: 403 `agent_token`
+    (`service.caller.require_owner`, the rule's one statement). The check wraps
     the endpoint, so it runs after identity (401) and request validation (422), as the
     contract orders them; every endpoint of such a router takes `identity: CurrentIdentity`.
     """
@@ -36,11 +36,7 @@ def _refusing_agent_turns(endpoint: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(endpoint)
     def checked(*args: Any, **kwargs: Any) -> Any:
-        identity: Identity = kwargs["identity"]
-        if identity.is_agent_turn:
-            raise PolicyDenied(
-                "agent_token", "an agent turn's token acts only through the agent tools"
-            )
+        require_owner(kwargs["identity"])
         return endpoint(*args, **kwargs)
 
     return checked

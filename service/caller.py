@@ -5,7 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Identity"]
+from domain.errors import PolicyDenied
+
+__all__ = ["Identity", "require_owner"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,3 +25,10 @@ class Identity:
     def is_agent_turn(self) -> bool:
         """A token of one agent turn (mode no_write/isolated, or a tools list): tools only."""
         return self.mode != "normal" or self.tools is not None
+
+
+def require_owner(caller: Identity) -> None:
+    """PolicyDenied `agent_token` for an agent turn: it acts only through the agent tools, so
+    its mode can never be widened through the user's own commands (management, audit)."""
+    if caller.is_agent_turn:
+        raise PolicyDenied("agent_token", "an agent turn's token acts only through the agent tools")
