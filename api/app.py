@@ -13,7 +13,6 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from api.console import mount_console
 from api.deadline import Deadline
-from api.deps import Services
 from api.errors import install_error_handlers, unavailable
 from api.mcp.http import mount_mcp
 from api.metrics import StateCollector
@@ -21,6 +20,7 @@ from api.middleware import Admission, BodyLimit, RequestContext, WritePosition
 from api.openapi import document, mount_docs, operation_id
 from api.routes import audit, audit_replay, candidates, legacy, memories, settings, tools
 from api.schemas.errors import ERROR_RESPONSES
+from api.services import Services
 from api.version import package_version
 from projections.worker import ProjectionWorker
 from retrieval.vectors.store import VectorReads

@@ -13,10 +13,10 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import ConnectionPool
 
 from api.access_log import AccessLog
-from api.deps import Services
 from api.embedded import ensure_schema, start_embedded_postgres
 from api.limits import UserLimits
 from api.metrics import Metrics
+from api.services import Services
 from api.settings import Settings
 from domain.ledger.keyring import KeyringError, MasterKeyring, generate_master_key
 from domain.ledger.ledger import MemoryLedger

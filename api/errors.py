@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import psycopg
@@ -14,8 +16,9 @@ from fastapi.routing import iter_route_contexts
 from starlette.exceptions import HTTPException
 from starlette.routing import compile_path
 
-from api.deps import InvalidToken
 from api.limits import UserBusy
+from api.services import Services
+from api.tokens import InvalidToken
 from domain.context import current_request_id
 from domain.errors import (
     CandidateNotPending,
@@ -31,14 +34,36 @@ from domain.errors import (
 )
 from projections.reads import InvalidCursor
 
-__all__ = ["install_error_handlers", "too_many", "unavailable"]
+__all__ = [
+    "ErrorAnswer",
+    "error_answer",
+    "install_error_handlers",
+    "invalid_request",
+    "too_many",
+    "unavailable",
+]
 
 _log = logging.getLogger("memledger.api")
+_BUSY = "the ledger is busy or unreachable; retry"
 
 
-def _error(code: int, detail: str, **extra: Any) -> JSONResponse:
+@dataclass(frozen=True, slots=True)
+class ErrorAnswer:
+    """An error as the contract answers it: a status, the body (`detail`, `reason`, ...) and
+    headers (Retry-After, WWW-Authenticate); HTTP sends it as is, MCP as a tool error."""
+
+    status: int
+    body: dict[str, Any]
+    headers: dict[str, str] | None = None
+
+    def response(self) -> JSONResponse:
+        """As an HTTP response."""
+        return JSONResponse(self.body, status_code=self.status, headers=self.headers)
+
+
+def _error(code: int, detail: str, **extra: Any) -> ErrorAnswer:
     headers = {"WWW-Authenticate": "Bearer"} if code == 401 else None
-    return JSONResponse({"detail": detail, **extra}, status_code=code, headers=headers)
+    return ErrorAnswer(code, {"detail": detail, **extra}, headers)
 
 
 _CONFLICTS: dict[type, str] = {
@@ -58,15 +83,18 @@ _OUTAGES: tuple[type[Exception], ...] = (
 pool or statement timeout): 503 like LedgerUnavailable wherever they surface."""
 
 
-def _field_errors(error: RequestValidationError) -> list[dict[str, Any]]:
-    return [
+def invalid_request(errors: Sequence[Mapping[str, Any]]) -> ErrorAnswer:
+    """422 for pydantic's validation errors (of a body, a header, a tool's arguments)."""
+    fields = [
         {
             "field": ".".join(str(p) for p in e.get("loc", ()) if p != "body"),
             "message": e.get("msg", "invalid"),
             "type": e.get("type", ""),
         }
-        for e in error.errors()
+        for e in errors
     ]
+    summary = "; ".join(f"{e['field'] or 'body'}: {e['message']}" for e in fields)
+    return _error(422, f"invalid request: {summary}", errors=fields)
 
 
 def _allowed_methods(request: Request) -> list[str]:
@@ -82,27 +110,19 @@ def _allowed_methods(request: Request) -> list[str]:
     return sorted(allowed)
 
 
-def unavailable(
-    retry_after: int, detail: str = "the ledger is busy or unreachable; retry"
-) -> JSONResponse:
+def unavailable(retry_after: int, detail: str = _BUSY) -> JSONResponse:
     """503: the ledger or a projection is unreachable or busy, or (`detail` says so) the
     request's deadline passed (api/deadline.py); the client may retry after `retry_after`
     seconds."""
-    return JSONResponse(
-        {"detail": detail},
-        status_code=503,
-        headers={"Retry-After": str(retry_after)},
-    )
+    return _retry_later(503, detail, retry_after).response()
 
 
 def too_many(error: UserBusy, retry_after: int) -> JSONResponse:
     """429: the caller (token `sub`) is at a per-user limit (api/limits.py)."""
-    return JSONResponse(
-        {"detail": str(error)}, status_code=429, headers={"Retry-After": str(retry_after)}
-    )
+    return _retry_later(429, str(error), retry_after).response()
 
 
-def _status_of(error: Exception, retry_after: int) -> JSONResponse:
+def _status_of(error: Exception, retry_after: int) -> ErrorAnswer:
     match error:
         case InvalidToken():
             return _error(401, "missing, malformed, expired or wrongly signed bearer token")
@@ -139,17 +159,17 @@ def _status_of(error: Exception, retry_after: int) -> JSONResponse:
             # Not the client's fault nor a bug: this server missed a key rotation (logged once
             # per request with the key's id; the client is told no more than that).
             _log.error("%s", error, extra={"request_id": current_request_id()})
-            return JSONResponse(
+            return ErrorAnswer(
+                503,
                 {
                     "detail": "the server cannot open a data key: it lacks a master key after a"
                     " key rotation; retry later",
                     "reason": "master_key_missing",
                 },
-                status_code=503,
-                headers={"Retry-After": str(retry_after)},
+                {"Retry-After": str(retry_after)},
             )
         case LedgerUnavailable():
-            return unavailable(retry_after)
+            return _retry_later(503, _BUSY, retry_after)
         case (
             persistence.OperationalError()
             | persistence.InterfaceError()
@@ -157,29 +177,36 @@ def _status_of(error: Exception, retry_after: int) -> JSONResponse:
             | psycopg.InterfaceError()
         ):  # an outage no layer below named LedgerUnavailable: still not a bug
             _log.warning("database outage: %s", type(error).__name__)
-            return unavailable(retry_after)
+            return _retry_later(503, _BUSY, retry_after)
         case UserBusy():
-            return too_many(error, retry_after)
+            return _retry_later(429, str(error), retry_after)
     raise error
+
+
+def _retry_later(status: int, detail: str, retry_after: int) -> ErrorAnswer:
+    return ErrorAnswer(status, {"detail": detail}, {"Retry-After": str(retry_after)})
+
+
+def error_answer(error: Exception, services: Services) -> ErrorAnswer:
+    """A domain error (or InvalidToken, InvalidCursor, UserBusy) as the contract answers it,
+    counted in the metrics (conflicts by reason, per-user limits); any other error: raised."""
+    conflict = _CONFLICTS.get(type(error))
+    if conflict is not None:  # section 17: the conflict rate, by reason
+        services.metrics.conflicts.labels(conflict).inc()
+    if isinstance(error, UserBusy):
+        services.metrics.limited.labels(error.kind).inc()
+    return _status_of(error, services.retry_after)
 
 
 def install_error_handlers(app: FastAPI) -> None:
     """Register the handlers; unexpected errors become 500 with a request id, nothing more."""
 
     async def domain_error(request: Request, error: Exception) -> JSONResponse:
-        services = request.app.state.services
-        conflict = _CONFLICTS.get(type(error))
-        if conflict is not None:  # section 17: the conflict rate, by reason
-            services.metrics.conflicts.labels(conflict).inc()
-        if isinstance(error, UserBusy):
-            services.metrics.limited.labels(error.kind).inc()
-        return _status_of(error, services.retry_after)
+        return error_answer(error, request.app.state.services).response()
 
     async def validation_error(_: Request, error: Exception) -> JSONResponse:
         assert isinstance(error, RequestValidationError)
-        errors = _field_errors(error)
-        summary = "; ".join(f"{e['field'] or 'body'}: {e['message']}" for e in errors)
-        return _error(422, f"invalid request: {summary}", errors=errors)
+        return invalid_request(error.errors()).response()
 
     async def http_error(request: Request, error: Exception) -> JSONResponse:
         assert isinstance(error, HTTPException)
@@ -191,7 +218,7 @@ def install_error_handlers(app: FastAPI) -> None:
                 422,
                 f"invalid request: {message}",
                 errors=[{"field": "body", "message": message, "type": "json_invalid"}],
-            )
+            ).response()
         if error.status_code == 405:  # every method of the path, not only one route's
             headers = {**(headers or {}), "Allow": ", ".join(_allowed_methods(request))}
         return JSONResponse(
@@ -201,7 +228,7 @@ def install_error_handlers(app: FastAPI) -> None:
     async def unexpected(_: Request, error: Exception) -> JSONResponse:
         request_id = current_request_id()
         _log.error("unexpected error", exc_info=error, extra={"request_id": request_id})
-        return _error(500, "internal error", request_id=request_id)
+        return _error(500, "internal error", request_id=request_id).response()
 
     for kind in (
         InvalidToken,

@@ -2,9 +2,10 @@
 
 Every authenticated request holds one of its user's (the token's `sub`) `requests` slots
 while its route runs (MEMLEDGER_USER_CONCURRENCY; taken by the identity dependency in
-api/deps.py, released when the route returns, before a streamed body is sent); a search also
-holds one of the user's `searches` slots (MEMLEDGER_USER_SEARCH_CONCURRENCY), searches being the
-CPU-heavy call. A request finding its user's slots all taken is refused at once with
+api/deps.py, or by an MCP tool call, and released when the route or call returns, before a
+streamed body is sent); a search (service/tool_reads.py) also holds one of the user's
+`searches` slots (MEMLEDGER_USER_SEARCH_CONCURRENCY), searches being the CPU-heavy call. A
+request finding its user's slots all taken is refused at once with
 `UserBusy`, answered 429 with Retry-After by api/errors.py: nothing waits, so a user who
 floods the service fills no queue and no thread, and other users' requests are served as
 before. Limits count requests in this process (each replica counts its own).

@@ -1,7 +1,7 @@
 """The API's one way to read the views: `Reads(pool, schema).memory(user_id, memory_id)`, ...
 
 Each method is one query function of the view that owns the table (projections/views/*.py);
-callers wait for the projections' positions beforehand (api/deps.py).
+callers wait for the projections' positions beforehand (service/reading.py).
 """
 
 from __future__ import annotations

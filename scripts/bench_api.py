@@ -51,7 +51,7 @@ from urllib.parse import urlsplit
 import httpx2
 from _schemas import drop_schema
 
-from api.deps import mint_token
+from api.tokens import mint_token
 
 LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 WORKSPACES = ("learning", "teaching", "research")

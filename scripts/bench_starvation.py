@@ -38,7 +38,7 @@ from typing import Any
 from _schemas import drop_schema
 from bench_api import QUERIES, client, own_server, say, seed_in_process, wait_caught_up
 
-from api.deps import mint_token
+from api.tokens import mint_token
 
 LONG_WORDS = (
     "我更喜欢先看例子再看定义",

@@ -30,8 +30,8 @@ from playwright.sync_api import Page, sync_playwright
 from api.app import create_app
 from api.bootstrap import build_ledger, build_services, build_worker, resolve_database_url
 from api.console import console_link
-from api.deps import mint_token
 from api.settings import Settings
+from api.tokens import mint_token
 from domain.ledger.keyring import generate_master_key
 from tests.e2e.console_harness import launch_chromium, serving
 

@@ -52,10 +52,11 @@ from psycopg_pool import ConnectionPool
 
 from api.app import create_app
 from api.bootstrap import postgres_env
-from api.deps import Services, mint_token
 from api.embedded import ensure_schema, start_embedded_postgres
 from api.metrics import Metrics
+from api.services import Services
 from api.settings import Settings
+from api.tokens import mint_token
 from domain.ledger.keyring import MasterKeyring, generate_master_key
 from domain.ledger.ledger import MemoryLedger
 from domain.model.values import CATEGORIES, WORKSPACES, Scope, normalise_key

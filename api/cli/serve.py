@@ -83,7 +83,7 @@ def serve(
     bind_host, bind_port = host or settings.host, port or settings.port
     if settings.dev:
         from api.console import console_link
-        from api.deps import mint_token
+        from api.tokens import mint_token
 
         secret = settings.jwt_secret.get_secret_value() if settings.jwt_secret else ""
         link = console_link(f"http://{bind_host}:{bind_port}", mint_token(secret, "dev"))

@@ -1,6 +1,6 @@
 """`memledger token`: a signed bearer token for development and tests.
 
-Its options are held to the server's own rules before it signs (`api.deps.check_claims`, the
+Its options are held to the server's own rules before it signs (`api.tokens.check_claims`, the
 claims half of `verify_token`; tool names from the tool specs): a token it prints is one the
 server accepts, and a value it would refuse exits 2 with the option and the rule.
 """
@@ -54,7 +54,7 @@ def token(
     Exit status 2, nothing printed on stdout, for a value the server would refuse.
     """
     from api.bootstrap import jwt_secret
-    from api.deps import mint_token
+    from api.tokens import mint_token
 
     roles = list(dict.fromkeys(role or []))
     tools = list(dict.fromkeys(tool)) if tool else None
@@ -80,8 +80,8 @@ def _check(
     user: str, workspace: str | None, mode: str | None, roles: list[str], tools: list[str] | None
 ) -> None:
     """Exit 2 naming the option when the server would refuse the token, or a tool is unknown."""
-    from api.deps import InvalidToken, check_claims
     from api.schemas.tools import tool_specs
+    from api.tokens import InvalidToken, check_claims
 
     given: dict[str, Any] = {"sub": user, "workspace": workspace, "mode": mode, "roles": roles}
     given["tools"] = tools

@@ -1,7 +1,8 @@
 """The agent tools over the Model Context Protocol: Streamable HTTP at /mcp, and stdio.
 
-Every tool call is answered by the app's own `POST /tools/{name}`, with the caller's token, so
-identity, policy, budgets, audit and access records are exactly those of the HTTP tools.
+Every tool call runs the same use case as `POST /tools/{name}` (api/tool_calls.py), with the
+caller's token, so identity, policy, budgets, audit and access records are exactly those of
+the HTTP tools; it never goes through the HTTP app.
 """
 
 from api.mcp.http import mount_mcp

@@ -7,7 +7,7 @@ a valid token is refused with the API's 401 before any MCP message is read.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -20,16 +20,17 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from api.deps import InvalidToken, verify_token
-from api.mcp.server import tools_server
+from api.mcp.server import Turn, tools_server
+from api.tokens import InvalidToken, verify_token
 from domain.errors import LedgerUnavailable
+from service.caller import Identity
 
-__all__ = ["McpEndpoint", "mount_mcp"]
+__all__ = ["McpEndpoint", "mount_mcp", "request_turn"]
 
 
 def mount_mcp(app: FastAPI, path: str = "/mcp") -> None:
     """Serve the agent tools over MCP at `path` of `app`, started and stopped with it."""
-    endpoint = McpEndpoint(tools_server(app, forwarded_credentials))
+    endpoint = McpEndpoint(tools_server(request_turn))
     app.router.routes.append(Route(path, endpoint, include_in_schema=False))
     outer = app.router.lifespan_context
 
@@ -65,7 +66,9 @@ class McpEndpoint:
             raise InvalidToken("no bearer token")  # answered by api/errors.py: 401
         services = scope["app"].state.services
         identity = verify_token(token.strip(), services.jwt_secret, services.max_token_lifetime)
-        scope.setdefault("state", {})["user_id"] = identity.user_id  # for the access log
+        state = scope.setdefault("state", {})
+        state["user_id"] = identity.user_id  # for the access log
+        state["identity"] = identity  # for the tool calls (`request_turn`)
         if scope["method"] != "POST":
             # Stateless: no session to DELETE, and no server-initiated messages, so no GET
             # stream (which would hold a connection open for nothing); 405 says so (the spec's).
@@ -81,16 +84,15 @@ class McpEndpoint:
         await self._manager.handle_request(scope, receive, send)
 
 
-def forwarded_credentials(ctx: ServerRequestContext[Any, Any]) -> Mapping[str, str]:
-    """The MCP request's own token, request id and X-Min-Position, for the `/tools/*` call
-    it makes (so a read over MCP waits for a position as over HTTP)."""
+def request_turn(ctx: ServerRequestContext[Any, Any]) -> Turn:
+    """The turn of an MCP request: the app's services, the caller its token names (checked by
+    `McpEndpoint`), and its X-Min-Position (so a read over MCP waits as over HTTP)."""
     request = ctx.request
-    if request is None:
-        return {}
-    headers = {"Authorization": request.headers.get("authorization", "")}
-    if "x-min-position" in request.headers:
-        headers["X-Min-Position"] = request.headers["x-min-position"]
-    request_id = request.scope.get("state", {}).get("request_id")
-    if request_id:
-        headers["X-Request-ID"] = request_id
-    return headers
+    if request is None:  # not over HTTP: never served by this endpoint
+        raise InvalidToken("no HTTP request")
+    identity: Identity = request.scope["state"]["identity"]
+    return Turn(
+        request.app.state.services,
+        lambda: identity,
+        request.headers.get("x-min-position"),
+    )

@@ -1,19 +1,25 @@
 """The MCP server of the six agent tools, listed from the same specs as `GET /tools`.
 
-A call is dispatched in-process to the app's `POST /tools/{name}` with the caller's
-Authorization (and request id): a 200 answer becomes the tool's structured result, any other
-answer a tool error (`isError`) carrying the contract's error body (`status`, `detail`,
-`reason`), so a model sees why and can correct itself.
+A call runs the tool's use case directly (through api/tool_calls.py, as `POST /tools/{name}`
+does), never through the HTTP app: the arguments are validated by the tool's body schema, the
+use case applies policy, budgets, audit and access records, and its answer is the tool's
+structured result. Any error is a tool error (`isError`) carrying the contract's error body
+(`status`, `detail`, `reason`, ...), mapped in one place (`call`) by api/errors.py, so a model
+sees why and can correct itself.
 """
 
 from __future__ import annotations
 
+import functools
 import json
-from collections.abc import Callable, Mapping
-from typing import Any, Final
-from urllib.parse import quote
+import logging
+import uuid
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from typing import Annotated, Any, Final
 
-import httpx2
+import anyio.to_thread
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp_types import (
@@ -25,16 +31,24 @@ from mcp_types import (
     Tool,
     ToolAnnotations,
 )
-from starlette.types import ASGIApp
+from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
-from api.middleware import note_position
+from api.deadline import INNER
+from api.errors import ErrorAnswer, error_answer, invalid_request
+from api.limits import UserBusy
 from api.schemas.tools import tool_specs
+from api.services import Services
+from api.tokens import InvalidToken
+from api.tool_calls import TOOL_CALLS
 from api.version import package_version
+from domain import context
+from domain.errors import DomainError
+from projections.reads import InvalidCursor
+from service.caller import Identity
 
-__all__ = ["Credentials", "tool_result", "tools_server"]
+__all__ = ["Turn", "TurnOf", "call", "tools_server"]
 
-Credentials = Callable[[ServerRequestContext[Any, Any]], Mapping[str, str]]
-"""The headers a call is dispatched with (Authorization, X-Request-ID), from its MCP request."""
+_log = logging.getLogger("memledger.api")
 
 INSTRUCTIONS: Final = (
     "Long-term memory of the user. Search it when a task needs long-term information about "
@@ -50,10 +64,28 @@ _HINTS: Final = {
     "forget_core_memory": ToolAnnotations(destructive_hint=True, open_world_hint=False),
     "propose_core_memory": ToolAnnotations(destructive_hint=False, open_world_hint=False),
 }
+_POSITION: Final = TypeAdapter(Annotated[int, Field(ge=0)])
+_ERRORS: Final = (DomainError, InvalidToken, InvalidCursor, UserBusy)
+"""What `api.errors.error_answer` maps; anything else is a 500."""
 
 
-def tools_server(app: ASGIApp, credentials: Credentials) -> Server[Any]:
-    """An MCP server whose tools are `app`'s `/tools/*`, called with `credentials(ctx)`."""
+@dataclass(frozen=True, slots=True)
+class Turn:
+    """Who calls a tool and with what: the services, the caller (`identify` raises
+    InvalidToken when the token no longer holds), and the raw `X-Min-Position` of the MCP
+    request (None over stdio)."""
+
+    services: Services
+    identify: Callable[[], Identity]
+    min_position: str | None = None
+
+
+TurnOf = Callable[[ServerRequestContext[Any, Any]], Turn]
+"""The turn of an MCP request."""
+
+
+def tools_server(turn_of: TurnOf) -> Server[Any]:
+    """An MCP server whose tools are the agent tools' use cases, called as `turn_of(ctx)`."""
     specs = {spec.name: spec for spec in tool_specs()}
     tools = [
         Tool(
@@ -73,18 +105,13 @@ def tools_server(app: ASGIApp, credentials: Credentials) -> Server[Any]:
     async def call_tool(
         ctx: ServerRequestContext[Any, Any], params: CallToolRequestParams
     ) -> CallToolResult:
-        if params.name not in specs:  # only the six: a name never reaches another route
+        if params.name not in TOOL_CALLS:  # only the six: a name never reaches anything else
             return _error({"status": 404, "detail": f"no tool named {params.name!r}"})
-        transport = httpx2.ASGITransport(app=app)
-        async with httpx2.AsyncClient(transport=transport, base_url="http://memledger") as client:
-            response = await client.post(
-                f"/tools/{quote(params.name)}",
-                content=_body(params.arguments),
-                headers={**credentials(ctx), "Content-Type": "application/json"},
-            )
-        if "x-position" in response.headers:  # a write: the /mcp answer carries it too
-            note_position(int(response.headers["x-position"]))
-        return tool_result(response)
+        turn = turn_of(ctx)
+        # The use cases block (the ledger, the read models): a worker thread, which copies this
+        # context (request id, deadline, the request's write positions).
+        run = functools.partial(call, turn, params.name, params.arguments)
+        return await anyio.to_thread.run_sync(run)
 
     def input_schema(name: str) -> Mapping[str, Any] | None:
         spec = specs.get(name)
@@ -100,36 +127,74 @@ def tools_server(app: ASGIApp, credentials: Credentials) -> Server[Any]:
     )
 
 
-def tool_result(response: httpx2.Response) -> CallToolResult:
-    """A `/tools/*` answer as an MCP tool result: 200 a result, anything else a tool error."""
+def call(turn: Turn, name: str, arguments: Mapping[str, Any] | None) -> CallToolResult:
+    """Run one tool for `turn` (blocking): its answer, or the contract's error as a tool error."""
+    services = turn.services
+    body_schema, translate = TOOL_CALLS[name]
     try:
-        body = response.json()
-    except ValueError:
-        body = None
-    if response.status_code == 200 and isinstance(body, dict):
-        return CallToolResult(
-            content=[TextContent(text=json.dumps(body, ensure_ascii=False))],
-            structured_content=body,
-        )
-    error: dict[str, Any] = {"status": response.status_code}
-    if isinstance(body, dict):
-        error.update(body)
-    else:
-        error["detail"] = response.reason_phrase or "error"
-    if "retry-after" in response.headers:
-        error["retry_after"] = response.headers["retry-after"]
+        identity = turn.identify()
+        with _as_request(services), services.limits.hold(identity.user_id):
+            at = None if turn.min_position is None else _min_position(turn.min_position)
+            body = _body(body_schema, arguments)
+            answer = translate(services, identity, body, at)
+    except _Invalid as error:
+        return _error_of(invalid_request(error.errors))
+    except _ERRORS as error:
+        return _error_of(error_answer(error, services))
+    except Exception as error:  # a bug: said in the log, answered as HTTP answers a 500
+        request_id = context.current_request_id()
+        _log.error("unexpected error", exc_info=error, extra={"request_id": request_id})
+        return _error({"status": 500, "detail": "internal error", "request_id": request_id})
+    result = answer.model_dump(mode="json")
+    return CallToolResult(
+        content=[TextContent(text=json.dumps(result, ensure_ascii=False))],
+        structured_content=result,
+    )
+
+
+@contextmanager
+def _as_request(services: Services) -> Iterator[None]:
+    """Outside an HTTP request (stdio), a call gets what the HTTP middleware gives one: a
+    request id for its events and access records, and the request deadline."""
+    with ExitStack() as stack:
+        if context.current_request_id() is None:
+            stack.enter_context(context.correlated(uuid.uuid4().hex))
+        if context.remaining() is None and services.request_deadline:
+            stack.enter_context(context.within(services.request_deadline * INNER))
+        yield
+
+
+class _Invalid(Exception):
+    """The arguments or a header break their schema (422); `errors` as pydantic gives them."""
+
+    def __init__(self, errors: list[Any]) -> None:
+        super().__init__("invalid request")
+        self.errors = errors
+
+
+def _body(schema: type[BaseModel], arguments: Mapping[str, Any] | None) -> BaseModel:
+    """The arguments as the tool's body, validated as `POST /tools/{name}` validates its body."""
+    try:
+        return schema.model_validate(dict(arguments or {}))
+    except ValidationError as error:
+        raise _Invalid(list(error.errors(include_url=False))) from None
+
+
+def _min_position(header: str) -> int:
+    """X-Min-Position as over HTTP: a ledger position (a whole number >= 0), else 422."""
+    try:
+        return _POSITION.validate_python(header)
+    except ValidationError as error:
+        loc = ("header", "X-Min-Position")
+        raise _Invalid([{**e, "loc": loc} for e in error.errors()]) from None
+
+
+def _error_of(answer: ErrorAnswer) -> CallToolResult:
+    error: dict[str, Any] = {"status": answer.status, **answer.body}
+    retry_after = (answer.headers or {}).get("Retry-After")
+    if retry_after is not None:
+        error["retry_after"] = retry_after
     return _error(error)
-
-
-def _body(arguments: Mapping[str, Any] | None) -> bytes:
-    """The arguments as the body of the `/tools/*` call, NaN and infinities included.
-
-    A client may send `NaN`, `Infinity` or `1e309` (parsed as infinity); strict JSON has no
-    spelling for them, so encoding strictly would fail the call before the tool saw it (a
-    JSON-RPC error and an ERROR log). Written as Python's JSON writes them, the tool endpoint
-    reads them and refuses them as invalid input: a 422 tool error, as over HTTP.
-    """
-    return json.dumps(arguments or {}, ensure_ascii=False, allow_nan=True).encode()
 
 
 def _error(error: dict[str, Any]) -> CallToolResult:

@@ -1,12 +1,14 @@
 """MCP over stdio (`memledger mcp`): one agent turn's token, the whole app in this process.
 
-The token comes from MEMLEDGER_TOKEN and is checked before anything starts; each tool call is
-then dispatched to the in-process app's `POST /tools/{name}` with it, exactly like /mcp does
-with the token of each HTTP request. stdout carries the protocol only: logs go to stderr.
+The token comes from MEMLEDGER_TOKEN and is checked before anything starts, and again at each
+tool call (it may expire meanwhile: 401), which runs the tool's use case with it, exactly like
+/mcp does with the token of each HTTP request. stdout carries the protocol only: logs go to
+stderr.
 """
 
 from __future__ import annotations
 
+import functools
 import signal
 import sys
 import threading
@@ -14,7 +16,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import anyio
-from fastapi import FastAPI
 from mcp.server.stdio import stdio_server
 from pydantic import SecretStr
 
@@ -28,10 +29,11 @@ from api.bootstrap import (
     resolve_database_url,
     warm_search,
 )
-from api.deps import InvalidToken, verify_token
-from api.mcp.server import tools_server
+from api.mcp.server import Turn, tools_server
 from api.middleware import configure_logging
+from api.services import Services
 from api.settings import Settings
+from api.tokens import InvalidToken, verify_token
 from domain.ledger.keyring import KeyringError
 
 __all__ = ["run_stdio"]
@@ -53,8 +55,8 @@ def run_stdio(settings: Settings | None = None, *, worker: bool = True) -> int:
         if threading.current_thread() is threading.main_thread():
             # The host's SIGTERM (after closing stdin) ends the process cleanly, as in `serve`.
             signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-        with _app(settings, worker=worker) as app:
-            anyio.run(_serve, app, token)
+        with _services(settings, worker=worker) as services:
+            anyio.run(_serve, services, token)
     except (KeyringError, InvalidToken) as error:
         print(f"memledger mcp: {error}", file=sys.stderr)
         return 2
@@ -72,18 +74,19 @@ def _token(settings: Settings, secret: str) -> str:
     return token
 
 
-async def _serve(app: FastAPI, token: str) -> None:
-    server = tools_server(app, lambda _: {"Authorization": f"Bearer {token}"})
+async def _serve(services: Services, token: str) -> None:
+    identify = functools.partial(
+        verify_token, token, services.jwt_secret, services.max_token_lifetime
+    )
+    server = tools_server(lambda _: Turn(services, identify))
     print("memledger: serving the agent tools on stdio", file=sys.stderr, flush=True)
     async with stdio_server() as (read, write):
         await server.run(read, write, server.create_initialization_options())
 
 
 @contextmanager
-def _app(settings: Settings, *, worker: bool) -> Iterator[FastAPI]:
-    """The HTTP app over the configured ledger, its workers running; all closed afterwards."""
-    from api.app import create_app  # here: api.app mounts api.mcp.http, importing this package
-
+def _services(settings: Settings, *, worker: bool) -> Iterator[Services]:
+    """The services over the configured ledger, its workers running; all closed afterwards."""
     url = resolve_database_url(settings)
     ledger = build_ledger(settings, url)
     embeddings = build_embeddings(settings)
@@ -97,7 +100,7 @@ def _app(settings: Settings, *, worker: bool) -> Iterator[FastAPI]:
         if worker:
             for each in workers:
                 each.start()
-        yield create_app(services, max_lag=settings.max_projection_lag)
+        yield services
     finally:
         services.close()  # the queued access records
         for each in reversed(workers):

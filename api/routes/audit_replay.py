@@ -21,10 +21,13 @@ from fastapi import APIRouter, Path, Query
 from fastapi.responses import StreamingResponse
 from pydantic import BeforeValidator
 
-from api.deps import CurrentIdentity, Services, ServicesDep, UserRoute
-from api.routes.audit import require_auditor
+from api.deps import CurrentIdentity, ServicesDep
 from api.schemas.replay import AsOfView, ReplayRecord
+from api.services import Services
+from api.user_route import UserRoute
 from replay import ReplayQuery, parse_time, replay
+from service import audit
+from service.audit import require_auditor
 
 __all__ = ["NDJSON", "router"]
 
@@ -114,9 +117,7 @@ def memories_as_of(
     Memories forgotten by then are left out; one live then and forgotten since is
     `redacted: true`, without key or content.
     """
-    require_auditor(identity)
-    items = list(replay(services.ledger, ReplayQuery(user_id, memory, as_of=as_of)))
-    services.record_read(identity.user_id, "audit.as_of", [_row(item) for item in items])
+    items = audit.as_of(services, identity, user_id, as_of, memory, _row)
     return {"user_id": user_id, "as_of": as_of.isoformat(), "items": items}
 
 

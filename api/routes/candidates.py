@@ -1,4 +1,7 @@
-"""Management API: the caller's memory candidates (API_CONTRACT.md, 'Management API')."""
+"""Management API: the caller's memory candidates (API_CONTRACT.md, 'Management API').
+
+The door only: each route parses, calls its use case (service/candidates.py) and answers.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +10,7 @@ from uuid import UUID
 
 from fastapi import APIRouter, Body, Query
 
-from api.deps import CandidateReads, CurrentIdentity, ServicesDep, UserRoute
+from api.deps import CurrentIdentity, MinPosition, ServicesDep
 from api.schemas.candidates import (
     Candidate,
     CandidateAccept,
@@ -17,7 +20,9 @@ from api.schemas.candidates import (
     candidate_out,
 )
 from api.schemas.memories import memory_out
+from api.user_route import UserRoute
 from domain.model.values import UNSET
+from service import candidates
 
 __all__ = ["router"]
 
@@ -27,8 +32,8 @@ router = APIRouter(prefix="/me/memory-candidates", tags=["candidates"], route_cl
 @router.get("", response_model=CandidateList)
 def list_candidates(
     identity: CurrentIdentity,
-    reads: CandidateReads,
     services: ServicesDep,
+    at: MinPosition,
     status_: Annotated[CandidateStatus, Query(alias="status")] = "pending",
 ) -> CandidateList:
     """The caller's candidates in one status (default `pending`), newest first.
@@ -36,10 +41,7 @@ def list_candidates(
     A pending candidate past its expiry is left out: it can no longer be accepted and the
     sweeper is about to mark it `expired`.
     """
-    rows = reads.candidates(identity.user_id, status_)
-    if status_ == "pending":
-        now = services.ledger.clock()
-        rows = [r for r in rows if r["expires_at"] > now]
+    rows = candidates.in_status(services, identity, status_, min_position=at)
     return CandidateList(items=[candidate_out(r) for r in rows])
 
 
@@ -53,18 +55,15 @@ def accept_candidate(
     """Accept a pending candidate, optionally edited; it becomes (or changes) a memory."""
     edits = body or CandidateAccept()
     given = edits.model_fields_set
-    outcome = services.wrote(
-        identity.user_id,
-        services.ledger.accept_candidate(
-            identity.user_id,
-            candidate_id,
-            content=edits.content,
-            category=edits.category,
-            scope_type=edits.scope_type if "scope_type" in given else UNSET,
-            workspace_type=edits.workspace_type if "workspace_type" in given else UNSET,
-        ),
+    outcome = candidates.accept(
+        services,
+        identity,
+        candidate_id,
+        content=edits.content,
+        category=edits.category,
+        scope_type=edits.scope_type if "scope_type" in given else UNSET,
+        workspace_type=edits.workspace_type if "workspace_type" in given else UNSET,
     )
-    services.metrics.candidates.labels("accepted").inc()
     return CandidateAccepted(
         candidate=candidate_out(outcome.candidate), memory=memory_out(outcome.memory)
     )
@@ -75,6 +74,4 @@ def reject_candidate(
     candidate_id: UUID, identity: CurrentIdentity, services: ServicesDep
 ) -> Candidate:
     """Reject a pending candidate: its proposal is shredded and not proposed again soon."""
-    outcome = services.ledger.reject_candidate(identity.user_id, candidate_id)
-    services.metrics.candidates.labels("rejected").inc()
-    return candidate_out(services.wrote(identity.user_id, outcome).candidate)
+    return candidate_out(candidates.reject(services, identity, candidate_id).candidate)

@@ -1,20 +1,16 @@
-"""Management API: the caller's memories by id (API_CONTRACT.md, 'Management API')."""
+"""Management API: the caller's memories by id (API_CONTRACT.md, 'Management API').
+
+The door only: each route parses, calls its use case (service/memories.py) and answers.
+"""
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 from uuid import UUID
 
 from fastapi import APIRouter, Path, Query, Request, Response, status
 
-from api.deps import (
-    ActiveMemoryReads,
-    CurrentIdentity,
-    MemoryReads,
-    ServicesDep,
-    UserRoute,
-    VersionReads,
-)
+from api.deps import CurrentIdentity, MinPosition, ServicesDep
 from api.schemas.memories import (
     Category,
     MemoryCreate,
@@ -28,9 +24,10 @@ from api.schemas.memories import (
     memory_out,
 )
 from api.schemas.text import CURSOR_PATTERN
-from domain.errors import MemoryForgotten, NotFound
+from api.user_route import UserRoute
 from domain.model.values import UNSET, Scope
-from projections.reads import Reads
+from projections.views.active_memories import PageQuery
+from service import memories
 
 __all__ = ["router"]
 
@@ -42,20 +39,11 @@ _LOCATION = {
 }
 
 
-def _live_row(reads: Reads, user_id: str, memory_id: UUID) -> dict[str, Any]:
-    row = reads.memory(user_id, memory_id)
-    if row is not None:
-        return row
-    if reads.is_forgotten(user_id, memory_id):
-        raise MemoryForgotten(memory_id)
-    raise NotFound(f"memory {memory_id} not found")
-
-
 @router.get("", response_model=MemoryPage)
 def list_memories(
     identity: CurrentIdentity,
-    reads: ActiveMemoryReads,
     services: ServicesDep,
+    at: MinPosition,
     scope_type: Literal["global", "workspace"] | None = None,
     workspace_type: WorkspaceType | None = None,
     status_: Annotated[Literal["active", "suppressed"] | None, Query(alias="status")] = None,
@@ -64,16 +52,15 @@ def list_memories(
     cursor: Annotated[str | None, Query(pattern=CURSOR_PATTERN)] = None,
 ) -> MemoryPage:
     """The caller's active and suppressed memories (filter by scope, status, category)."""
-    page = reads.memories(
-        identity.user_id,
-        scope_type=scope_type,
-        workspace_type=workspace_type,
-        status=status_,
-        category=category,
-        limit=limit,
-        cursor=cursor,
-    )
-    services.record_read(identity.user_id, "api.list_memories", page.items)
+    query: PageQuery = {
+        "scope_type": scope_type,
+        "workspace_type": workspace_type,
+        "status": status_,
+        "category": category,
+        "limit": limit,
+        "cursor": cursor,
+    }
+    page = memories.page(services, identity, query, min_position=at)
     return MemoryPage(items=[memory_out(r) for r in page.items], next_cursor=page.next_cursor)
 
 
@@ -94,18 +81,15 @@ def create_memory(
     response: Response,
 ) -> MemoryOut:
     """Create an explicit memory; the same key and content again answers 200, unchanged."""
-    outcome = services.wrote(
-        identity.user_id,
-        services.ledger.create_memory(
-            identity.user_id,
-            scope=Scope(body.scope_type, body.workspace_type),
-            memory_key=body.memory_key,
-            content=body.content,
-            category=body.category,
-            review_after=body.review_after,
-            expires_at=body.expires_at,
-        ),
+    draft = memories.Draft(
+        body.memory_key,
+        body.content,
+        body.category,
+        Scope(body.scope_type, body.workspace_type),
+        review_after=body.review_after,
+        expires_at=body.expires_at,
     )
+    outcome = memories.create(services, identity, draft)
     memory = memory_out(outcome.memory)
     if outcome.status == "unchanged":
         response.status_code = status.HTTP_200_OK
@@ -117,12 +101,10 @@ def create_memory(
 
 @router.get("/{memory_id}", response_model=MemoryOut)
 def get_memory(
-    memory_id: UUID, identity: CurrentIdentity, reads: MemoryReads, services: ServicesDep
+    memory_id: UUID, identity: CurrentIdentity, services: ServicesDep, at: MinPosition
 ) -> MemoryOut:
     """One memory."""
-    row = _live_row(reads, identity.user_id, memory_id)
-    services.record_read(identity.user_id, "api.get_memory", [row])
-    return memory_out(row)
+    return memory_out(memories.get(services, identity, memory_id, min_position=at))
 
 
 @router.patch("/{memory_id}", response_model=MemoryOut)
@@ -131,52 +113,41 @@ def update_memory(
 ) -> MemoryOut:
     """Correct content or category (revision + 1) or reschedule; needs expected_revision."""
     given = body.model_fields_set
-    outcome = services.wrote(
-        identity.user_id,
-        services.ledger.update_memory(
-            identity.user_id,
-            memory_id,
-            expected_revision=body.expected_revision,
-            content=body.content,
-            category=body.category,
-            review_after=body.review_after if "review_after" in given else UNSET,
-            expires_at=body.expires_at if "expires_at" in given else UNSET,
-        ),
+    change = memories.Edit(
+        body.expected_revision,
+        content=body.content,
+        category=body.category,
+        review_after=body.review_after if "review_after" in given else UNSET,
+        expires_at=body.expires_at if "expires_at" in given else UNSET,
     )
-    if outcome.status == "updated" and ({"content", "category"} & given):
-        services.metrics.corrections.inc()
-    return memory_out(outcome.memory)
+    return memory_out(memories.edit(services, identity, memory_id, change).memory)
 
 
 @router.delete("/{memory_id}", status_code=204)
 def forget_memory(memory_id: UUID, identity: CurrentIdentity, services: ServicesDep) -> Response:
     """Forget irrecoverably: content, versions, candidates, profile and index are shredded."""
-    services.wrote(identity.user_id, services.ledger.forget_memory(identity.user_id, memory_id))
+    memories.forget(services, identity, memory_id)
     return Response(status_code=204)
 
 
 @router.post("/{memory_id}/suppress", response_model=MemoryOut)
 def suppress_memory(memory_id: UUID, identity: CurrentIdentity, services: ServicesDep) -> MemoryOut:
     """Exclude from retrieval until restored (revision unchanged)."""
-    outcome = services.ledger.suppress_memory(identity.user_id, memory_id)
-    return memory_out(services.wrote(identity.user_id, outcome).memory)
+    return memory_out(memories.suppress(services, identity, memory_id).memory)
 
 
 @router.post("/{memory_id}/restore", response_model=MemoryOut)
 def restore_memory(memory_id: UUID, identity: CurrentIdentity, services: ServicesDep) -> MemoryOut:
     """Bring a suppressed memory back (revision unchanged)."""
-    outcome = services.ledger.restore_memory(identity.user_id, memory_id)
-    return memory_out(services.wrote(identity.user_id, outcome).memory)
+    return memory_out(memories.restore(services, identity, memory_id).memory)
 
 
 @router.get("/{memory_id}/versions", response_model=VersionList)
 def list_versions(
-    memory_id: UUID, identity: CurrentIdentity, reads: VersionReads, services: ServicesDep
+    memory_id: UUID, identity: CurrentIdentity, services: ServicesDep, at: MinPosition
 ) -> VersionList:
     """Every content version, ascending revision."""
-    row = _live_row(reads, identity.user_id, memory_id)
-    rows = reads.versions(identity.user_id, memory_id)
-    services.record_read(identity.user_id, "api.list_versions", [row])
+    rows = memories.versions(services, identity, memory_id, min_position=at)
     return VersionList(items=[VersionOut.model_validate(r) for r in rows])
 
 
@@ -189,7 +160,7 @@ def restore_version(
     services: ServicesDep,
 ) -> MemoryOut:
     """That version's content becomes a new revision."""
-    outcome = services.ledger.restore_version(
-        identity.user_id, memory_id, revision=revision, expected_revision=body.expected_revision
+    outcome = memories.restore_version(
+        services, identity, memory_id, revision, body.expected_revision
     )
-    return memory_out(services.wrote(identity.user_id, outcome).memory)
+    return memory_out(outcome.memory)

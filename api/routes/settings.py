@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from api.deps import CurrentIdentity, ServicesDep, UserRoute
+from api.deps import CurrentIdentity, ServicesDep
 from api.schemas.settings import SettingsOut, SettingsPatch
-from domain.ledger.results import Outcome
+from api.user_route import UserRoute
 from domain.model.memory_settings import SettingsState
+from service import settings
 
 __all__ = ["router"]
 
@@ -24,7 +25,7 @@ def _out(view: SettingsState) -> SettingsOut:
 @router.get("", response_model=SettingsOut)
 def get_settings(identity: CurrentIdentity, services: ServicesDep) -> SettingsOut:
     """The caller's settings (both true until changed)."""
-    return _out(services.ledger.get_settings(identity.user_id))
+    return _out(settings.current(services, identity))
 
 
 @router.patch("", response_model=SettingsOut)
@@ -32,10 +33,10 @@ def change_settings(
     body: SettingsPatch, identity: CurrentIdentity, services: ServicesDep
 ) -> SettingsOut:
     """Turn the agent tools' use of memory, or their proposals, on or off."""
-    view, position = services.ledger.change_settings(
-        identity.user_id,
+    view = settings.change(
+        services,
+        identity,
         saved_memory_enabled=body.saved_memory_enabled,
         auto_extract_enabled=body.auto_extract_enabled,
     )
-    services.wrote(identity.user_id, Outcome("changed", position=position))
     return _out(view)

@@ -12,7 +12,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from api.access_log import AccessLog
-from api.deps import Services
+from api.services import Services
 from domain.ledger.ledger import MemoryLedger
 from replay import replay_events
 from tests.conftest import command_env

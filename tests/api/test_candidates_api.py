@@ -9,7 +9,7 @@ from uuid import UUID, uuid4
 import pytest
 from fastapi.testclient import TestClient
 
-from api.deps import Services
+from api.services import Services
 from domain.ledger.ledger import MemoryLedger
 from domain.model.values import Scope
 

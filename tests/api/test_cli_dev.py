@@ -20,8 +20,8 @@ from api.bootstrap import (
 )
 from api.cli import app
 from api.cli.common import EXIT_BAD_INPUT, EXIT_OK
-from api.deps import verify_token
 from api.settings import Settings
+from api.tokens import verify_token
 from domain.model.values import Scope
 
 

@@ -15,7 +15,7 @@ from eventsourcing import persistence
 from fastapi.testclient import TestClient
 
 from api.app import create_app
-from api.deps import Services
+from api.services import Services
 from domain import context
 from domain.errors import LedgerUnavailable
 from domain.ledger.persistence.key_table import KeyTable

@@ -19,7 +19,7 @@ import pytest
 from fastapi.testclient import TestClient
 from psycopg import sql
 
-from api.deps import Services
+from api.services import Services
 from domain.errors import LedgerUnavailable, MemoryForgotten, NotFound
 from domain.ledger.ledger import MemoryLedger
 from domain.model.events import REDACTED

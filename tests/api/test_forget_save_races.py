@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from api.deps import Services
+from api.services import Services
 from domain.ledger.ledger import MemoryLedger
 from domain.model.values import Scope
 

@@ -21,7 +21,7 @@ from fastapi.testclient import TestClient
 
 from api.app import create_app
 from api.bootstrap import jwt_secret
-from api.deps import Services
+from api.services import Services
 from api.settings import Settings
 from domain.ledger.keyring import KeyringError
 from domain.model.values import MAX_CONTENT_CHARS, MAX_KEY_CHARS

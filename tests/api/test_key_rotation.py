@@ -21,8 +21,8 @@ from typer.testing import CliRunner
 from api.app import create_app
 from api.cli import app
 from api.cli.common import EXIT_REFUSED
-from api.deps import Services
 from api.metrics import Metrics
+from api.services import Services
 from domain.ledger.keyring import MasterKeyring, generate_master_key
 from domain.ledger.ledger import MemoryLedger
 from domain.ledger.rotation import RotationRefused

@@ -15,7 +15,8 @@ from mcp.shared.exceptions import MCPError
 
 from api.access_log import AccessLog
 from api.app import create_app
-from api.deps import Services, mint_token
+from api.services import Services
+from api.tokens import mint_token
 from domain.ledger.ledger import MemoryLedger
 from retrieval.cache import QueryCache
 from tests.api.mcp_server import mcp_session, result_of, serving

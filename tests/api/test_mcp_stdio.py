@@ -14,8 +14,8 @@ import pytest
 from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
-from api.deps import mint_token
 from api.schemas.tools import tool_specs
+from api.tokens import mint_token
 from domain.ledger.ledger import MemoryLedger
 from tests.api.mcp_server import result_of
 from tests.conftest import REPO_ROOT

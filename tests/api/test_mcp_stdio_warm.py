@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from mcp.client import Client
 
-from api.deps import mint_token
+from api.tokens import mint_token
 from tests.api.mcp_server import result_of
 from tests.api.test_mcp_stdio import SECRET, environment, over_stdio
 

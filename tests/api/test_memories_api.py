@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from api.deps import mint_token
+from api.tokens import mint_token
 
 Auth = Callable[..., dict[str, str]]
 JWT_SECRET = "test-secret-of-at-least-32-bytes-long!"  # as in tests/conftest.py

@@ -16,7 +16,8 @@ from schemathesis.checks import CHECKS as REGISTERED
 from schemathesis.specs.openapi import checks as openapi_checks  # registers the OpenAPI checks
 
 from api.app import create_app
-from api.deps import Services, mint_token
+from api.services import Services
+from api.tokens import mint_token
 
 JWT_SECRET = "test-secret-of-at-least-32-bytes-long!"  # as in tests/conftest.py
 EXAMPLES = int(os.environ.get("MEMLEDGER_FUZZ_EXAMPLES", "8"))

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from fastapi.testclient import TestClient
 
 from api.app import create_app
-from api.deps import Services
+from api.services import Services
 from domain.ledger.ledger import MemoryLedger
 from domain.model.values import Scope
 

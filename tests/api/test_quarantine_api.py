@@ -14,8 +14,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from api.app import create_app
-from api.deps import Services
 from api.metrics import Metrics
+from api.services import Services
 from domain.ledger.ledger import MemoryLedger
 from domain.ledger.results import Outcome
 from projections.reads import Reads

@@ -11,9 +11,9 @@ from typer.testing import CliRunner
 
 from api.bootstrap import jwt_secret
 from api.cli import app
-from api.deps import InvalidToken, mint_token, verify_token
 from api.schemas.tools import tool_specs
 from api.settings import Settings
+from api.tokens import InvalidToken, mint_token, verify_token
 
 SECRET = "cli-test-secret-of-at-least-32-bytes!!"
 

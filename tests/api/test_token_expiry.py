@@ -13,7 +13,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from api.app import create_app
-from api.deps import MAX_TOKEN_LIFETIME, InvalidToken, Services, mint_token, verify_token
+from api.services import Services
+from api.tokens import MAX_TOKEN_LIFETIME, InvalidToken, mint_token, verify_token
 from tests.conftest import JWT_SECRET
 
 PATHS = ["/me/core-memories", "/tools", "/audit/events"]

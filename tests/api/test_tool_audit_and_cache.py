@@ -13,7 +13,7 @@ from fastapi.testclient import TestClient
 
 from api.access_log import AccessLog
 from api.app import create_app
-from api.deps import Services
+from api.services import Services
 from domain.ledger.ledger import MemoryLedger
 from retrieval.cache import QueryCache
 from retrieval.search import MemorySearch

@@ -12,9 +12,10 @@ import pytest
 from fastapi.testclient import TestClient
 
 from api.app import create_app
-from api.deps import Services, mint_token
 from api.limits import UserLimits
 from api.metrics import Metrics
+from api.services import Services
+from api.tokens import mint_token
 from domain.ledger.ledger import MemoryLedger
 from domain.model.values import Scope
 from projections.reads import Reads

@@ -11,8 +11,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from api.app import create_app
-from api.deps import Services
 from api.metrics import Metrics
+from api.services import Services
 from projections.worker import ProjectionWorker
 
 Auth = Callable[..., dict[str, str]]

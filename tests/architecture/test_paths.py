@@ -1,9 +1,10 @@
-"""The walks of docs/architecture.md: which project files a create and a search cross.
+"""The walks of docs/architecture.md: the layers a create and a search cross, by concept.
 
 A profiler records every project module whose code runs while one request is served (on every
 thread: the request's, and for a create the projection worker's until the row is written).
-The counts are the ones docs/architecture.md gives; a change that lengthens a walk updates
-both, deliberately.
+Each walk must pass through the modules docs/architecture.md names for it (route, use case,
+aggregate or search, persistence, read model). File counts are not pinned (issue 24): modules
+are split by concern, not to move a count.
 """
 
 from __future__ import annotations
@@ -20,8 +21,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from api.app import create_app
-from api.deps import Services
 from api.metrics import Metrics
+from api.services import Services
 from projections.reads import Reads
 from projections.registry import all_projections
 from projections.sealed import register
@@ -30,7 +31,7 @@ from retrieval.vectors.service import EmbeddingService
 from tests.conftest import JWT_SECRET
 
 ROOT = str(Path(__file__).resolve().parents[2]) + "/"
-PACKAGES = ("domain/", "projections/", "retrieval/", "api/", "migration/", "replay/")
+PACKAGES = ("domain/", "projections/", "retrieval/", "service/", "api/", "migration/", "replay/")
 ACTIVE_MEMORIES = {
     "projections/views/active_memories.py",
     "projections/views/_memory_rows.py",
@@ -39,10 +40,25 @@ ACTIVE_MEMORIES = {
 }
 """The view modules that write an active_memories row (the worker also applies the others)."""
 
-CREATE_TO_EVENTS_ROW = 23
-CREATE_TO_ACTIVE_ROW = 34
-LEXICAL_SEARCH = 22
-HYBRID_SEARCH = 31
+CREATE_TO_EVENTS_ROW = {
+    "api/routes/memories.py",  # the route
+    "service/memories.py",  # the use case
+    "domain/ledger/memories.py",  # the command
+    "domain/model/memory.py",  # the aggregate
+    "domain/ledger/store.py",  # the save
+    "domain/ledger/persistence/recorder.py",  # the events row
+}
+CREATE_TO_ACTIVE_ROW = {"projections/worker.py", "projections/views/active_memories.py"}
+LEXICAL_SEARCH = {
+    "api/routes/tools.py",  # the route
+    "service/tool_reads.py",  # the use case
+    "service/tool_policy.py",  # its policy check
+    "domain/policy.py",
+    "retrieval/search.py",  # the search
+    "retrieval/fetch.py",  # the narrow fetch over the read model
+    "projections/sealed.py",  # the rows opened
+}
+HYBRID_SEARCH = LEXICAL_SEARCH | {"retrieval/hybrid.py", "retrieval/fusion.py"}
 KEY_FETCH = {
     "domain/ledger/keyring.py",
     "domain/ledger/persistence/key_table.py",
@@ -146,9 +162,11 @@ def test_a_create_and_a_lexical_search_cross_the_documented_files(
     applied = created.get("projection-worker", set())
     to_row = to_events | {f for f in applied if not f.startswith("projections/views/")}
     to_row |= applied & ACTIVE_MEMORIES
-    assert len(to_events) <= CREATE_TO_EVENTS_ROW, sorted(to_events)
-    assert len(to_row) <= CREATE_TO_ACTIVE_ROW, sorted(to_row)
-    assert len(_request_files(searched)) <= LEXICAL_SEARCH, sorted(_request_files(searched))
+    assert to_events >= CREATE_TO_EVENTS_ROW, sorted(CREATE_TO_EVENTS_ROW - to_events)
+    assert to_row >= CREATE_TO_ACTIVE_ROW, sorted(CREATE_TO_ACTIVE_ROW - to_row)
+    lexical = _request_files(searched)
+    assert lexical >= LEXICAL_SEARCH, sorted(LEXICAL_SEARCH - lexical)
+    assert "retrieval/hybrid.py" not in lexical
 
 
 def test_a_hybrid_search_crosses_the_documented_files(
@@ -175,7 +193,6 @@ def test_a_hybrid_search_crosses_the_documented_files(
         ledger.mapper.keys.forget_all_cached()  # as after key_cache_ttl, or in another process
         fetched = tracer.record(search, settle=0.2)
     files = _request_files(searched)
-    assert "retrieval/hybrid.py" in files
-    assert len(files) <= HYBRID_SEARCH, sorted(files)
+    assert files >= HYBRID_SEARCH, sorted(HYBRID_SEARCH - files)
     assert not files & KEY_FETCH, sorted(files & KEY_FETCH)
     assert _request_files(fetched) - files == KEY_FETCH, sorted(_request_files(fetched) - files)

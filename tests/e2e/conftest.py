@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import pytest
 
 from api.app import create_app
-from api.deps import Services
+from api.services import Services
 from tests.e2e.console_harness import launch_chromium, serving
 
 

@@ -17,7 +17,7 @@ import httpx2
 import pytest
 
 from api.console import ASSETS, console_link
-from api.deps import mint_token
+from api.tokens import mint_token
 from tests.conftest import JWT_SECRET
 from tests.e2e.console_harness import chromium_available
 

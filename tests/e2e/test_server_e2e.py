@@ -22,7 +22,7 @@ from typing import Any
 import httpx2
 import pytest
 
-from api.deps import mint_token
+from api.tokens import mint_token
 
 pytestmark = pytest.mark.integration
 

@@ -19,8 +19,8 @@ import httpx2
 from psycopg_pool import ConnectionPool
 
 from api.bootstrap import postgres_env
-from api.deps import mint_token
 from api.settings import Settings
+from api.tokens import mint_token
 from domain.ledger.keyring import MasterKeyring
 from domain.ledger.ledger import MemoryLedger
 from projections.rebuild import rebuild

@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 import pytest
 
-from api.deps import mint_token
+from api.tokens import mint_token
 from tests.e2e.test_server_e2e import SECRET
 from tests.faults.harness import FaultServer, timed
 

@@ -18,9 +18,9 @@ from typer.testing import CliRunner
 
 from api.app import create_app
 from api.cli.migrate import export_command, import_command
-from api.deps import Services
 from api.embedded import ensure_schema
 from api.metrics import Metrics
+from api.services import Services
 from domain.ledger.keyring import generate_master_key
 from domain.ledger.ledger import MemoryLedger
 from domain.model.values import Scope

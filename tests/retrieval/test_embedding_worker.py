@@ -14,8 +14,9 @@ from typer.testing import CliRunner
 
 from api.app import create_app
 from api.cli import app as cli
-from api.deps import Services, mint_token
 from api.metrics import Metrics
+from api.services import Services
+from api.tokens import mint_token
 from domain.ledger.ledger import MemoryLedger
 from domain.model.values import Scope
 from projections.reads import Reads

@@ -70,8 +70,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from api.app import create_app
-from api.deps import Services
 from api.metrics import Metrics
+from api.services import Services
 from domain.ledger.ledger import MemoryLedger
 from projections.reads import Reads
 from projections.registry import all_projections

@@ -21,38 +21,36 @@ free, never which memory holds it, whether it is suppressed or expired, or what 
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 from uuid import UUID
 
-from api.deps import Services
-from api.schemas.candidates import Candidate, candidate_out
 from domain import policy
 from domain.errors import MemoryForgotten, NotFound
-from domain.ledger.results import MemoryState
+from domain.ledger.results import CandidateState, MemoryState
 from projections.reads import Reads
+from service.ports import Ports
 
 __all__ = ["agent_candidate", "sees", "visible_memory"]
 
-_HIDDEN_FIELDS = {"operation": "create", "target_memory_id": None, "expected_revision": None}
-
 
 def visible_memory(
-    services: Services, reads: Reads, user_id: str, workspace: str, memory_id: UUID
+    ports: Ports, reads: Reads, user_id: str, workspace: str, memory_id: UUID
 ) -> MemoryState:
-    """The memory if this agent may see it; else 404 as for another user's (410 if it was
-    forgotten in a scope the agent may see)."""
+    """The memory if this agent may see it; else NotFound as for another user's
+    (MemoryForgotten if it was forgotten in a scope the agent may see)."""
     gone = reads.forgotten_scope(user_id, memory_id)
     if gone is not None:
         if policy.is_visible(gone.scope_type, gone.workspace_type, workspace):
             raise MemoryForgotten(memory_id)
         raise NotFound(f"memory {memory_id} not found")
-    memory = services.ledger.get_memory(user_id, memory_id)
-    if not sees(services, workspace, memory):
+    memory = ports.ledger.get_memory(user_id, memory_id)
+    if not sees(ports, workspace, memory):
         raise NotFound(f"memory {memory_id} not found")
     return memory
 
 
-def sees(services: Services, workspace: str, memory: MemoryState | dict[str, Any]) -> bool:
+def sees(ports: Ports, workspace: str, memory: MemoryState | dict[str, Any]) -> bool:
     """True when an agent in `workspace` may see this memory: active, unexpired, in scope."""
     fields = ("scope_type", "workspace_type", "status", "expires_at")
     scope_type, workspace_type, status, expires_at = (
@@ -61,14 +59,13 @@ def sees(services: Services, workspace: str, memory: MemoryState | dict[str, Any
         else (getattr(memory, f) for f in fields)
     )
     return policy.is_visible(scope_type, workspace_type, workspace) and policy.retrievable(
-        status, expires_at, services.ledger.clock()
+        status, expires_at, ports.ledger.clock()
     )
 
 
-def agent_candidate(candidate: Any, *, target_visible: bool) -> Candidate:
+def agent_candidate(candidate: CandidateState, *, target_visible: bool) -> CandidateState:
     """The candidate as an agent is shown it: a proposal about a memory the agent may not see
     reads like a new-memory proposal (no operation, target or revision of that memory)."""
-    shown = candidate_out(candidate)
-    if target_visible or shown.target_memory_id is None:
-        return shown
-    return shown.model_copy(update=_HIDDEN_FIELDS)
+    if target_visible or candidate.target_memory_id is None:
+        return candidate
+    return replace(candidate, operation="create", target_memory_id=None, expected_revision=None)

@@ -1,0 +1,20 @@
+"""Read-your-writes for a use case: the read models once they show the caller's writes."""
+
+from __future__ import annotations
+
+from projections.reads import Reads
+from service.ports import Ports
+
+__all__ = ["fresh_reads"]
+
+
+def fresh_reads(ports: Ports, user_id: str, min_position: int | None, *projections: str) -> Reads:
+    """The reads, once `projections` (the ones the use case reads) show the user's own earlier
+    writes and `min_position` (X-Min-Position); it waits for no other projection.
+
+    A position the ledger has not reached yet cannot be waited for: it is capped at the head.
+    Past the wait's bound: LedgerUnavailable (a stale read could show a forgotten memory).
+    """
+    at_least = min(min_position, ports.ledger.position()) if min_position else 0
+    ports.wait_for(user_id, at_least, projections)
+    return ports.reads
