@@ -10,6 +10,7 @@ from datetime import datetime
 from typing import Any, Final
 
 from domain.errors import InvalidInput, SensitiveContent
+from domain.model.cjk import CJK_TEXT
 from domain.model.sensitive import find_sensitive
 
 __all__ = [
@@ -40,17 +41,11 @@ __all__ = [
 
 KEY_MAX_CHARS: Final = 64
 
-# Han (incl. extensions and compatibility ideographs), kana, bopomofo, CJK symbols and punctuation.
-# Hangul is left out on purpose: Korean separates words with spaces.
-_CJK: Final = (
-    "\u2e80-\u2fdf\u3001-\u303f\u3040-\u30ff\u3100-\u312f\u31a0-\u31ff"
-    "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003134f"
-)
 _INVISIBLE: Final = re.compile("[\u00ad\u200b\u2060\ufeff]")
 _WHITESPACE: Final = re.compile(r"\s+")
 # CJK text is written without spaces, so a space next to a CJK character carries no meaning:
 # "使用 Python" and "使用Python", "例子 ,也" and "例子,也" are the same content.
-_SPACE_BY_CJK: Final = re.compile(f"(?<=[{_CJK}]) | (?=[{_CJK}])")
+_SPACE_BY_CJK: Final = re.compile(f"(?<=[{CJK_TEXT}]) | (?=[{CJK_TEXT}])")
 _TRAILING: Final = " .!?;\u3002"
 # CJK punctuation and dashes that NFKC leaves alone, mapped to the ASCII variants (escaped here
 # because several are visually confusable with ASCII).

@@ -40,9 +40,9 @@ ACTIVE_MEMORIES = {
 """The view modules that write an active_memories row (the worker also applies the others)."""
 
 CREATE_TO_EVENTS_ROW = 23
-CREATE_TO_ACTIVE_ROW = 34
-LEXICAL_SEARCH = 22
-HYBRID_SEARCH = 31
+CREATE_TO_ACTIVE_ROW = 35
+LEXICAL_SEARCH = 23
+HYBRID_SEARCH = 33
 KEY_FETCH = {
     "domain/ledger/keyring.py",
     "domain/ledger/persistence/key_table.py",
