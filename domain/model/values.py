@@ -7,7 +7,7 @@ import unicodedata
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Final
+from typing import Any, Final, Literal, get_args
 
 from domain.errors import InvalidInput, SensitiveContent
 from domain.model.cjk import CJK_TEXT
@@ -24,7 +24,9 @@ __all__ = [
     "SOURCE_TYPES",
     "UNSET",
     "WORKSPACES",
+    "Category",
     "Scope",
+    "Workspace",
     "check_category",
     "check_changed_via",
     "check_content",
@@ -154,17 +156,14 @@ def clean_content(text: str) -> str:
     return cleaned.strip()
 
 
-WORKSPACES: Final = ("learning", "teaching", "research")
-CATEGORIES: Final = (
-    "preference",
-    "goal",
-    "constraint",
-    "background",
-    "fact",
-    "profile",
-    "project",
-    "other",
-)
+Workspace = Literal["learning", "teaching", "research"]
+"""A workspace type: the one definition of the workspaces (the API's schemas use it too)."""
+WORKSPACES: Final[tuple[Workspace, ...]] = get_args(Workspace)
+Category = Literal[
+    "preference", "goal", "constraint", "background", "fact", "profile", "project", "other"
+]
+"""A memory category: the one definition of the categories (the API's schemas use it too)."""
+CATEGORIES: Final[tuple[Category, ...]] = get_args(Category)
 SOURCE_TYPES: Final = ("explicit", "confirmed")
 CHANGED_VIA: Final = ("user_api", "agent_tool", "candidate", "migration")
 MAX_CONTENT_CHARS: Final = 1000
