@@ -21,11 +21,9 @@ from datetime import UTC, datetime
 
 import numpy as np
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from eval_recall import SET_DIR, RecallSet
-
 from api.bootstrap import build_embeddings
 from api.settings import Settings
+from evaluation.recall_set import SET_DIR, RecallSet
 from retrieval.calibration import Background
 from retrieval.glossary import Evidence, shared_glossary
 from retrieval.query import Query, SearchRow, judge
