@@ -91,7 +91,8 @@ class LedgerUnavailable(DomainError):
 class MasterKeyMissing(LedgerUnavailable):
     """A data key is wrapped under a master key this process does not hold (`master_id`): a key
     rotation it did not follow. The operator adds that key to its configuration and restarts it
-    (README, "rotate the master key"); until then the commands needing that data key fail."""
+    (docs/operations.md, "Master key rotation"); until then the commands needing that data key
+    fail."""
 
     def __init__(self, master_id: str) -> None:
         super().__init__(

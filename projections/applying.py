@@ -20,18 +20,16 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import psycopg
 from psycopg import Connection
 from psycopg.sql import SQL
 
+from projections.base import Projection
 from projections.envelope import Envelope
 from projections.quarantine import apply_each, failure
 from projections.tracking import Tables, locked_position, set_position
-
-if TYPE_CHECKING:
-    from projections.base import Projection
 
 __all__ = ["Applied", "SetAside", "Verdict", "apply_batch", "set_aside"]
 

@@ -25,7 +25,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Final, Literal
+from typing import Any, Final, Literal
 from uuid import UUID
 
 import psycopg
@@ -39,11 +39,9 @@ from psycopg.rows import dict_row
 from psycopg.sql import SQL, Composed
 
 from domain.errors import LedgerUnavailable
+from projections.base import Projection
 from projections.envelope import Envelope
-
-if TYPE_CHECKING:
-    from projections.base import Projection
-    from projections.tracking import Tables
+from projections.tracking import Tables
 
 __all__ = [
     "QUARANTINE",

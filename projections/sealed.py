@@ -116,10 +116,10 @@ class RowSeal:
         data key), so sealing is deterministic: a rebuild writes the very bytes the live
         table holds, and only the same plaintext in the same place repeats a nonce.
         """
-        key = self.keys.derived(key_id, DataKey)
-        if key is None:
+        data_key = self.keys.derived(key_id, DataKey)
+        if data_key is None:
             return b""
-        return key.seal(f"{table}|{row_id}|{column}".encode(), data)
+        return data_key.seal(f"{table}|{row_id}|{column}".encode(), data)
 
     def open_bytes(
         self, table: str, row_id: object, key_id: UUID, column: str, sealed: bytes | None
@@ -127,17 +127,17 @@ class RowSeal:
         """What `seal_bytes` sealed, or None when its key is gone (or nothing was sealed)."""
         if not sealed or sealed[:1] != _VERSION:
             return None
-        key = self.keys.derived(key_id, DataKey)
-        if key is None:
+        data_key = self.keys.derived(key_id, DataKey)
+        if data_key is None:
             return None
-        return key.open(f"{table}|{row_id}|{column}".encode(), sealed)
+        return data_key.open(f"{table}|{row_id}|{column}".encode(), sealed)
 
     def open_row(
         self, table: str, row_id: object, key_id: UUID, row: dict[str, Any], columns: Iterable[str]
     ) -> None:
         """`open` of the `columns` present in `row`, in place: one key look-up and one row-id
         string for them all (the key is looked up only when one of them holds sealed bytes)."""
-        key: DataKey | None = None
+        data_key: DataKey | None = None
         place = ""
         for column in columns:
             if column not in row:
@@ -147,9 +147,9 @@ class RowSeal:
             if sealed and sealed[:1] == _VERSION:
                 if not place:
                     place = f"{table}|{row_id}|"
-                    key = self.keys.derived(key_id, DataKey)
-                if key is not None:
-                    data = key.open((place + column).encode(), sealed)
+                    data_key = self.keys.derived(key_id, DataKey)
+                if data_key is not None:
+                    data = data_key.open((place + column).encode(), sealed)
             row[column] = REDACTED if data is None else data.decode()
 
     def seal_row(
@@ -157,14 +157,14 @@ class RowSeal:
     ) -> None:
         """`seal` of the `columns` of `row`, in place: one key look-up and one row-id string
         for them all."""
-        key = self.keys.derived(key_id, DataKey)
+        data_key = self.keys.derived(key_id, DataKey)
         place = f"{table}|{row_id}|"
         for column in columns:
             text = row[column]
-            if key is None or text == REDACTED:
+            if data_key is None or text == REDACTED:
                 row[column] = b""
             else:
-                row[column] = key.seal((place + column).encode(), text.encode())
+                row[column] = data_key.seal((place + column).encode(), text.encode())
 
     def open_rows(
         self, rows: list[dict[str, Any]], table: str, id_column: str, columns: Sequence[str]
@@ -223,9 +223,9 @@ class DataKey:
 
     __slots__ = ("_aead", "_nonces")
 
-    def __init__(self, key: bytes) -> None:
-        self._aead = AESGCM(key)
-        self._nonces = Hmac(key)
+    def __init__(self, data_key: bytes) -> None:
+        self._aead = AESGCM(data_key)
+        self._nonces = Hmac(data_key)
 
     def seal(self, aad: bytes, data: bytes) -> bytes:
         """Version byte | synthetic nonce (HMAC of aad, 0, data) | AES-GCM ciphertext of `data`."""

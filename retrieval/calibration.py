@@ -3,16 +3,15 @@
 A memory's dense evidence for a query is its cosine minus its *hubness*: the mean of its `TOP_K`
 highest cosines to a fixed background of generic first-person statements
 (retrieval/data/background_texts.json, `ENGLISH` and `CHINESE`) embedded as queries, taken in
-the query's script (`is_cjk`). About 0 for a memory no closer to the query than to any other
-topic, positive for one that answers it. The background vectors are computed once per process
-and model, on first use (`Background.warm_up` at start-up: about 300 short texts); they hold no
-personal data. Why CSLS-style calibration: docs/retrieval.md.
+the query's script (`domain.model.cjk.is_cjk`). About 0 for a memory no closer to the query
+than to any other topic, positive for one that answers it. The background vectors are computed
+once per process and model, on first use (`Background.warm_up` at start-up: about 300 short
+texts); they hold no personal data. Why CSLS-style calibration: docs/retrieval.md.
 """
 
 from __future__ import annotations
 
 import json
-import re
 import threading
 from collections.abc import Sequence
 from importlib import resources
@@ -23,7 +22,7 @@ import numpy as np
 from domain.model.values import normalise_content
 from retrieval.vectors.service import EmbeddingService, Vectors, normalised
 
-__all__ = ["CHINESE", "ENGLISH", "TOP_K", "Background", "is_cjk"]
+__all__ = ["CHINESE", "ENGLISH", "TOP_K", "Background"]
 
 
 def _background_texts() -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -41,12 +40,6 @@ TOP_K: Final = 10
 _LOCK: Final = threading.Lock()
 _COMPUTED: Final[dict[str, tuple[Vectors, Vectors]]] = {}
 """Per process: model id -> the background's (latin, cjk) query vectors (no personal data)."""
-_CJK: Final = re.compile("[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
-
-
-def is_cjk(text: str) -> bool:
-    """True when `text` holds any CJK character (Chinese or Japanese script)."""
-    return bool(_CJK.search(text))
 
 
 class Background:

@@ -38,8 +38,9 @@ from psycopg.rows import dict_row
 from domain.model.values import Scope, normalise_content
 from projections.reads import Reads
 from projections.sealed import RowSeal
+from projections.tokens import document_terms
 from projections.tracking import Tables
-from projections.views.search_terms import document_terms, open_search_rows, term_hashes
+from projections.views.search_terms import open_search_rows, term_hashes
 from retrieval.fetch_sql import KEY, PHRASE, REST, Stage, Statements, statements
 from retrieval.query import MAX_LIMIT, MIN_MATCHED, Query, SearchRow, judge
 

@@ -34,7 +34,7 @@ from importlib import resources
 from typing import Final
 from uuid import UUID
 
-from projections.views.search_terms import query_terms
+from projections.tokens import query_terms
 from retrieval.glossary import Evidence
 from retrieval.query import (
     CATEGORY_WORDS,

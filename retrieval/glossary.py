@@ -47,7 +47,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Final
 
-from projections.views.search_terms import STOP_CHARS, STOPWORDS
+from projections.tokens import STOP_CHARS, STOPWORDS
 
 __all__ = [
     "AFFIX_MIN",

@@ -18,9 +18,10 @@ from uuid import UUID
 
 import numpy as np
 
+from domain.model.cjk import is_cjk
 from domain.model.values import Scope
 from projections.reads import Reads
-from retrieval.calibration import Background, is_cjk
+from retrieval.calibration import Background
 from retrieval.fusion import WEIGHTS, Weights
 from retrieval.glossary import Evidence, Glossary, shared_glossary
 from retrieval.query import Query

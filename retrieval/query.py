@@ -18,7 +18,7 @@ from uuid import UUID
 
 from domain.model.values import normalise_content, normalise_key
 from domain.policy import retrievable
-from projections.views.search_terms import STRONG, document_terms, query_terms, word_char
+from projections.tokens import STRONG, document_terms, key_words, query_terms, word_char
 
 __all__ = [
     "CATEGORY_WORDS",
@@ -81,7 +81,7 @@ class Query:
     key: str
     """`normalise_key(text)`: an exact `memory_key` match."""
     terms: Mapping[str, int]
-    """Weighted terms (`projections.views.search_terms.query_terms`)."""
+    """Weighted terms (`projections.tokens.query_terms`)."""
     total: int
     """The sum of the term weights."""
     phrase: str
@@ -206,7 +206,7 @@ def has_phrase(phrase: str, memory_key: str, content: str, normal: str | None = 
     """
     return bool(phrase) and (
         _has_phrase(normalise_content(content) if normal is None else normal, phrase)
-        or _has_phrase(memory_key.replace("_", " "), phrase)
+        or _has_phrase(key_words(memory_key), phrase)
     )
 
 
@@ -241,9 +241,7 @@ def judge(q: Query, row: SearchRow, now: datetime, *, phrased: bool | None = Non
     """
     matched = q.matched(terms_of(row))
     in_key = (
-        row.key_terms
-        if row.key_terms is not None
-        else document_terms(row.memory_key.replace("_", " "))
+        row.key_terms if row.key_terms is not None else document_terms(key_words(row.memory_key))
     )
     key_match = bool(q.key) and q.key == row.memory_key
     if phrased is None:

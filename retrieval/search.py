@@ -33,7 +33,7 @@ from collections.abc import Iterable
 from typing import Final
 
 from domain.policy import visible_rows
-from projections.views.search_terms import word_char
+from projections.tokens import word_char
 from retrieval.query import Scored
 
 __all__ = [

@@ -1,9 +1,10 @@
 """Offline tuning aid: embed the recall set's tuning+validation memories/queries once.
 
-Writes /tmp/rank-i23/cache.pkl with, per query of the chosen splits (never test) and of the
-older labelled set (tests/retrieval/), its vector, its visible memories, their vectors and the
-lexical and dictionary evidence the product would compute. Used by scripts/_recall_tune.py to
-replay the fusion in numpy; the figures to report come from scripts/eval_recall.py.
+Writes rank-i23/cache.pkl in the temporary folder with, per query of the chosen splits (never
+test) and of the older labelled set (tests/retrieval/), its vector, its visible memories, their
+vectors and the lexical and dictionary evidence the product would compute. Used by
+scripts/_recall_tune.py to replay the fusion in numpy; the figures to report come from
+scripts/eval_recall.py.
 
     PYTHONPATH=$PWD .venv/bin/python scripts/_recall_cache.py
 """
@@ -14,20 +15,21 @@ import json
 import pathlib
 import pickle
 import sys
+import tempfile
 import uuid
 from datetime import UTC, datetime
 
 import numpy as np
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from eval_recall import SET_DIR, RecallSet
-
 from api.bootstrap import build_embeddings
 from api.settings import Settings
+from evaluation.recall_set import SET_DIR, RecallSet
 from retrieval.calibration import Background
 from retrieval.glossary import Evidence, shared_glossary
 from retrieval.query import Query, SearchRow, judge
 from retrieval.vectors.service import passage_text
+
+CACHE = pathlib.Path(tempfile.gettempdir()) / "rank-i23" / "cache.pkl"
 
 NOW = datetime(2026, 12, 1, tzinfo=UTC)
 OLD = pathlib.Path(__file__).resolve().parent.parent / "tests" / "retrieval"
@@ -127,7 +129,8 @@ def main() -> None:
         "bg_cjk": bg.vectors(True),
         "queries": out_q,
     }
-    pathlib.Path("/tmp/rank-i23/cache.pkl").write_bytes(pickle.dumps(cache))
+    CACHE.parent.mkdir(parents=True, exist_ok=True)
+    CACHE.write_bytes(pickle.dumps(cache))
     print("queries", len(out_q), "memories", len(labels))
 
 

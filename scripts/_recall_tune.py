@@ -1,11 +1,12 @@
 """Offline tuning aid for retrieval/fusion.py: fusions, ablation, calibration, the threshold.
 
-Needs /tmp/rank-i23/cache.pkl from scripts/_recall_cache.py (tuning and validation queries of
-the recall set and the older labelled set; never the test split). Every candidate of a query is
-a visible memory (the recall set's users hold about 25: the product's dense pool of 50 holds
-them all), scored by the fusion under test. Prints R@5 / MRR per split and kind, the ablation
-table, and with --fit writes the Platt parameters and the threshold fitted on TUNING into
-retrieval/data/fusion.json. Figures to report come from scripts/eval_recall.py.
+Needs rank-i23/cache.pkl in the temporary folder from scripts/_recall_cache.py (tuning and
+validation queries of the recall set and the older labelled set; never the test split). Every
+candidate of a query is a visible memory (the recall set's users hold about 25: the product's
+dense pool of 50 holds them all), scored by the fusion under test. Prints R@5 / MRR per split
+and kind, the ablation table, and with --fit writes the Platt parameters and the threshold
+fitted on TUNING into retrieval/data/fusion.json. Figures to report come from
+scripts/eval_recall.py.
 
     PYTHONPATH=$PWD .venv/bin/python scripts/_recall_tune.py [--fit]
 """
@@ -17,17 +18,19 @@ import itertools
 import json
 import pathlib
 import pickle
-import re
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
+from domain.model.cjk import is_cjk
 from retrieval.fusion import DATA, Weights, names_only_categories
 from retrieval.query import Query
 
-CJK = re.compile("[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+CACHE = pathlib.Path(tempfile.gettempdir()) / "rank-i23" / "cache.pkl"
+
 KINDS = ("keyword", "question", "paraphrase", "cross_language", "mixed")
 Q = dict[str, Any]
 
@@ -60,7 +63,7 @@ def load(path: str) -> list[Q]:
         ]
         ii = np.array([index[f["label"]] for f in feats], dtype=int)
         listing = names_only_categories(Query.of(q["query"]))
-        cjk = bool(CJK.search(q["query"]))
+        cjk = is_cjk(q["query"])
         out.append(
             {
                 "q": q,
@@ -219,7 +222,7 @@ def row(name: str, m: dict[str, float]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--cache", default="/tmp/rank-i23/cache.pkl")
+    parser.add_argument("--cache", default=str(CACHE))
     parser.add_argument("--fit", action="store_true")
     parser.add_argument("--grid", action="store_true")
     parser.add_argument("--exact", type=float, default=0.0, help="key/phrase weight")

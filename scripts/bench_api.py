@@ -52,9 +52,9 @@ import httpx2
 from _schemas import drop_schema
 
 from api.tokens import mint_token
+from domain.model.values import WORKSPACES
 
 LOOPBACK = {"127.0.0.1", "localhost", "::1"}
-WORKSPACES = ("learning", "teaching", "research")
 CATEGORIES = ("preference", "goal", "constraint", "background", "fact", "project")
 TEMPLATES = (
     "I prefer worked examples before definitions, item {n}",

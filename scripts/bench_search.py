@@ -68,17 +68,12 @@ from domain.policy import visible_scopes
 from projections.reads import Reads
 from projections.registry import all_projections
 from projections.sealed import RowSeal, register
+from projections.tokens import document_terms, query_terms
 from projections.tracking import TRACKING, Tables
 from projections.views._memory_rows import seal_memory_row
 from projections.views.active_memories import _MEMORY, COLUMNS
 from projections.views.search_terms import COLUMNS as TERM_COLUMNS
-from projections.views.search_terms import (
-    SearchTerms,
-    document_terms,
-    query_terms,
-    stored_key_terms,
-    stored_terms,
-)
+from projections.views.search_terms import SearchTerms, stored_key_terms, stored_terms
 from projections.worker import ensure_tables
 from retrieval import query as query_module
 from retrieval.cache import QueryCache, SearchKey

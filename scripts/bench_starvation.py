@@ -13,7 +13,7 @@ attackers got (200 / 429 / 503), and how many searches the server answered lexic
 their query embedding was over its budget. `--unbounded` runs the server without the bounds
 of issue 22 (no per-user search limit, the whole query embedded, no budget) for comparison.
 
-    flock /tmp/bench.lock .venv/bin/python scripts/bench_starvation.py
+    .venv/bin/python scripts/bench_starvation.py
     .venv/bin/python scripts/bench_starvation.py --unbounded
 
 Bounded: --searches searches per phase, each phase at most --seconds; loopback only.

@@ -1,4 +1,4 @@
-"""Screenshots of the web console's main screens, for docs/console.md and the README.
+"""Screenshots of the web console's main screens, for docs/console.md.
 
 Starts the app in-process (uvicorn on a free loopback port) over a throwaway schema `bench_<hex>`
 (dropped at the end), seeds two users through the public API (an English one, a Chinese one),

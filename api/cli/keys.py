@@ -32,7 +32,7 @@ def rotate_keys(
 
     Refused (exit status 5, nothing re-wrapped) while a connected memledger process does not
     hold the first key: add the new key after the current one in every process and restart
-    them, then run this with the new key first (README, "rotate the master key"). With
+    them, then run this with the new key first (docs/operations.md, "Master key rotation"). With
     --retire, then checks that the older keys may be destroyed and names them.
     """
     from rich.progress import Progress

@@ -13,6 +13,7 @@ from typing import Annotated, Any, Final
 import typer
 
 from api.cli.common import fail, load_settings
+from domain.model.values import WORKSPACES
 
 __all__ = ["token"]
 
@@ -26,12 +27,13 @@ _OPTIONS: Final = {
 }
 """Each claim's option, to name it in errors."""
 _ROLES: Final = ("auditor", "admin")
+_WORKSPACES: Final = f"{', '.join(WORKSPACES[:-1])} or {WORKSPACES[-1]}"
 
 
 def token(
     user: Annotated[str, typer.Option(help="the user_id (the token's `sub`)")],
     workspace: Annotated[
-        str | None, typer.Option(help="learning, teaching or research (needed by /tools/*)")
+        str | None, typer.Option(help=f"{_WORKSPACES} (needed by /tools/*)")
     ] = None,
     mode: Annotated[str | None, typer.Option(help="normal, no_write or isolated")] = None,
     role: Annotated[

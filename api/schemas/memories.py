@@ -10,6 +10,8 @@ from uuid import UUID
 from pydantic import BaseModel, ConfigDict, Field
 
 from api.schemas.text import Content, Key
+from domain.model.values import Category
+from domain.model.values import Workspace as WorkspaceType
 
 __all__ = [
     "Category",
@@ -27,10 +29,6 @@ __all__ = [
     "shaped",
 ]
 
-Category = Literal[
-    "preference", "goal", "constraint", "background", "fact", "profile", "project", "other"
-]
-WorkspaceType = Literal["learning", "teaching", "research"]
 ScopeType = Literal["global", "workspace"]
 M = TypeVar("M", bound=BaseModel)
 _KEY = Field(examples=["explanation_preference"])

@@ -33,9 +33,9 @@ def generate_master_key() -> str:
     return base64.b64encode(os.urandom(32)).decode()
 
 
-def _key_id(key: bytes) -> str:
-    # A public, stable name for a key that reveals nothing about it.
-    return hmac.new(key, b"memledger master key id", hashlib.sha256).hexdigest()[:16]
+def _master_key_id(master_key: bytes) -> str:
+    # A public, stable name for a master key that reveals nothing about it.
+    return hmac.new(master_key, b"memledger master key id", hashlib.sha256).hexdigest()[:16]
 
 
 @dataclass(frozen=True)
@@ -65,8 +65,8 @@ class MasterKeyring:
                 raise KeyringError("a master key is not valid base64") from error
             if len(raw) != 32:
                 raise KeyringError("a master key must be 32 bytes (256 bits)")
-            keys.setdefault(_key_id(raw), raw)
-        active_id = _key_id(base64.b64decode(encoded[0].strip()))
+            keys.setdefault(_master_key_id(raw), raw)
+        active_id = _master_key_id(base64.b64decode(encoded[0].strip()))
         return cls(keys=keys, active_id=active_id)
 
     @property

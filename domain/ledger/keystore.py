@@ -174,9 +174,9 @@ class DataKeyStore:
         """`derived` of the user's own key (created on first use, as `user_key`)."""
         made = self.derived(user_key_id(user_id), make)
         if made is None:
-            key = self.user_key(user_id)
+            data_key = self.user_key(user_id)
             made = self.derived(user_key_id(user_id), make)  # cached now, unless ttl is 0
-        return make(key) if made is None else made
+        return make(data_key) if made is None else made
 
     def prefetch(self, key_ids: Iterable[UUID]) -> None:
         """Load many keys in one query (replays and rebuilds call this per batch).

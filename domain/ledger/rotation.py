@@ -28,7 +28,7 @@ from domain.ledger.persistence.sessions import Session, connected_sessions
 
 __all__ = ["KeyRotation", "KeyStatus", "RotationRefused"]
 
-_PROCEDURE = 'README, "rotate the master key"'
+_PROCEDURE = 'docs/operations.md, "Master key rotation"'
 
 
 class RotationRefused(DomainError):

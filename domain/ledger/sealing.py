@@ -93,12 +93,12 @@ class SealingMapper(Mapper[UUID]):
         if not fields:
             return StoredEvent(originator_id, version, topic, encode(state))
         secret = {name: state.pop(name) for name in fields}
-        key = self.keys.get(originator_id)
-        if key is None:
+        data_key = self.keys.get(originator_id)
+        if data_key is None:
             raise MissingDataKey(f"no data key for {originator_id}")
         clear = encode(state)
         nonce = os.urandom(_NONCE)
-        sealed = AESGCM(key).encrypt(
+        sealed = AESGCM(data_key).encrypt(
             nonce, encode(secret), _aad(originator_id, version, topic, clear)
         )
         stored = _MAGIC + len(clear).to_bytes(4, "big") + clear + nonce + sealed
@@ -142,15 +142,15 @@ class SealingMapper(Mapper[UUID]):
         clear = data[8 : 8 + length]
         state = self._decode(clear)
         originator_id = cast(UUID, stored.originator_id)  # the events table stores uuid
-        key = self.keys.get(originator_id)
-        if key is None:
+        data_key = self.keys.get(originator_id)
+        if data_key is None:
             state.update(dict.fromkeys(fields, REDACTED))
             return state
         nonce = data[8 + length : 8 + length + _NONCE]
         sealed = data[8 + length + _NONCE :]
         aad = _aad(originator_id, stored.originator_version, stored.topic, clear)
         try:
-            secret = self._decode(AESGCM(key).decrypt(nonce, sealed, aad))
+            secret = self._decode(AESGCM(data_key).decrypt(nonce, sealed, aad))
         except InvalidTag as error:
             msg = (
                 f"sealed payload of {stored.originator_id} v{stored.originator_version} is corrupt"

@@ -7,9 +7,10 @@ import unicodedata
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Final
+from typing import Any, Final, Literal, get_args
 
 from domain.errors import InvalidInput, SensitiveContent
+from domain.model.cjk import CJK_TEXT
 from domain.model.sensitive import find_sensitive
 
 __all__ = [
@@ -23,7 +24,9 @@ __all__ = [
     "SOURCE_TYPES",
     "UNSET",
     "WORKSPACES",
+    "Category",
     "Scope",
+    "Workspace",
     "check_category",
     "check_changed_via",
     "check_content",
@@ -40,17 +43,11 @@ __all__ = [
 
 KEY_MAX_CHARS: Final = 64
 
-# Han (incl. extensions and compatibility ideographs), kana, bopomofo, CJK symbols and punctuation.
-# Hangul is left out on purpose: Korean separates words with spaces.
-_CJK: Final = (
-    "\u2e80-\u2fdf\u3001-\u303f\u3040-\u30ff\u3100-\u312f\u31a0-\u31ff"
-    "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003134f"
-)
 _INVISIBLE: Final = re.compile("[\u00ad\u200b\u2060\ufeff]")
 _WHITESPACE: Final = re.compile(r"\s+")
 # CJK text is written without spaces, so a space next to a CJK character carries no meaning:
 # "使用 Python" and "使用Python", "例子 ,也" and "例子,也" are the same content.
-_SPACE_BY_CJK: Final = re.compile(f"(?<=[{_CJK}]) | (?=[{_CJK}])")
+_SPACE_BY_CJK: Final = re.compile(f"(?<=[{CJK_TEXT}]) | (?=[{CJK_TEXT}])")
 _TRAILING: Final = " .!?;\u3002"
 # CJK punctuation and dashes that NFKC leaves alone, mapped to the ASCII variants (escaped here
 # because several are visually confusable with ASCII).
@@ -159,17 +156,14 @@ def clean_content(text: str) -> str:
     return cleaned.strip()
 
 
-WORKSPACES: Final = ("learning", "teaching", "research")
-CATEGORIES: Final = (
-    "preference",
-    "goal",
-    "constraint",
-    "background",
-    "fact",
-    "profile",
-    "project",
-    "other",
-)
+Workspace = Literal["learning", "teaching", "research"]
+"""A workspace type: the one definition of the workspaces (the API's schemas use it too)."""
+WORKSPACES: Final[tuple[Workspace, ...]] = get_args(Workspace)
+Category = Literal[
+    "preference", "goal", "constraint", "background", "fact", "profile", "project", "other"
+]
+"""A memory category: the one definition of the categories (the API's schemas use it too)."""
+CATEGORIES: Final[tuple[Category, ...]] = get_args(Category)
 SOURCE_TYPES: Final = ("explicit", "confirmed")
 CHANGED_VIA: Final = ("user_api", "agent_tool", "candidate", "migration")
 MAX_CONTENT_CHARS: Final = 1000

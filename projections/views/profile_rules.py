@@ -30,6 +30,7 @@ nothing; the other rules still run.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import re
@@ -39,9 +40,45 @@ from typing import Final
 
 from domain.model.events import REDACTED
 from domain.model.values import normalise_content
-from projections.views.needles import needs
+from projections.views.profile_words import (
+    AIMING,
+    AIMING_NEEDLES,
+    CITATIONS,
+    CITATIONS_NEEDLES,
+    CITING,
+    CITING_NEEDLES,
+    DEF_NEEDLES,
+    EX_NEEDLES,
+    EXAMS,
+    EXAMS_NEEDLES,
+    EXPLANATION,
+    FORMAL,
+    FORMAL_NEEDLES,
+    LANGUAGES,
+    LEVELS,
+    LEVELS_NEEDLES,
+    LIKING,
+    LIKING_NEEDLES,
+    MAJORING,
+    MAJORING_NEEDLES,
+    MINIMAL,
+    MINIMAL_NEEDLES,
+    ORDER,
+    REPLYING,
+    REPLYING_NEEDLES,
+    RESPONSE,
+    RESPONSE_NEEDLES,
+    SELF,
+    SELF_NEEDLES,
+    SUBJECTS,
+    SUBJECTS_NEEDLES,
+    Table,
+    clauses,
+    first_value,
+    value_table,
+)
 
-__all__ = ["FIELDS", "MAX_CONTENT_CHARS", "RULES", "MemoryFacts", "Rule", "derive"]
+__all__ = ["FIELDS", "MAX_CONTENT_CHARS", "RULES", "MemoryFacts", "Needles", "Rule", "derive"]
 
 _log = logging.getLogger("projections.profile")
 
@@ -61,7 +98,6 @@ _MAX_VALUE: Final = 40
 _OPEN: Final = frozenset({"daily_study_time", "major", "exam_goal"})
 
 Pairs = Iterable[tuple[str, str]]
-Table = re.Pattern[str]  # one named group per value
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,178 +112,76 @@ class MemoryFacts:
 
 
 @dataclass(frozen=True, slots=True)
+class Needles:
+    """Literal strings, one of which is in every match of `pattern`: a cheap test first.
+
+    Declared by hand beside each pattern; tests/projections/test_needles.py checks that every
+    string the pattern matches holds one of them, so a text without any cannot match.
+    """
+
+    pattern: re.Pattern[str]
+    strings: tuple[str, ...]
+    found: re.Pattern[str] = dataclasses.field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        longest_first = sorted(self.strings, key=lambda s: (-len(s), s))
+        object.__setattr__(self, "found", re.compile("|".join(map(re.escape, longest_first))))
+
+
+@dataclass(frozen=True, slots=True)
 class Rule:
     """A named rule: (memory, normalised content) -> (field, value) pairs.
 
     Optional, for speed only: `fields` are the only fields it can give (it is skipped when the
-    memory's category allows none of them), and `needs` are patterns that must all be found
-    in the content for it to give anything (projections/views/needles.py); without them it
-    always runs.
+    memory's category allows none of them), and `needs` are patterns it can only give
+    something with, each with its needles: a content holding none of one pattern's needles
+    skips the rule. Without them it always runs.
     """
 
     name: str
     apply: Callable[[MemoryFacts, str], Pairs]
     fields: frozenset[str] | None = None
-    needs: tuple[re.Pattern[str], ...] = ()
+    needs: tuple[Needles, ...] = ()
 
 
-def _w(alternatives: str) -> str:
-    """Whole ASCII words (CJK letters count as \\w, so \\b would not separate "用python")."""
-    return rf"(?<![a-z0-9+#])(?:{alternatives})(?![a-z0-9+#])"
+def _keyword(
+    name: str,
+    table: Table,
+    values: tuple[str, ...] = (),
+    trigger: str = "",
+    near: tuple[str, ...] = (),
+    *,
+    positive: bool = True,
+) -> Rule:
+    """A rule: the first value of `table` in the first clause that also holds `trigger`.
 
-
-def _table(*pairs: tuple[str, str]) -> Table:
-    """(value, pattern) pairs as one pattern, a group named after each value."""
-    merged: dict[str, list[str]] = {}
-    for value, pattern in pairs:
-        merged.setdefault(value, []).append(pattern)
-    return re.compile("|".join(f"(?P<{v}>{'|'.join(p)})" for v, p in merged.items()))
-
-
-def _words(*names: str) -> tuple[tuple[str, str], ...]:
-    return tuple((name, _w(name)) for name in names)
-
-
-def _first(table: Table, text: str) -> str | None:
-    """The value named first in `text` (at the same place, the one listed first)."""
-    m = table.search(text)
-    return m.lastgroup if m else None
-
-
-_SPLIT: Final = re.compile(r"[,;!?\n]|\.(?!\d)|(?<![a-z])but(?![a-z])|但是|但|而不是|而非")
-_NEGATION: Final = re.compile(
-    _w("not|no|never|don't|dont|doesn't|do not|avoid|hate|dislike|without") + "|不|别|没|讨厌|避免"
-)
-
-
-@functools.lru_cache(maxsize=64)  # every rule reads the clauses of the same memory
-def _clauses(text: str, *, positive: bool = True) -> tuple[str, ...]:
-    """The clauses of `text`; with `positive`, only those without a negation."""
-    parts = [c.strip() for c in _SPLIT.split(text) if c.strip()]
-    return tuple(c for c in parts if not (positive and _NEGATION.search(c)))
-
-
-def _keyword(field: str, table: Table, trigger: str = "", positive: bool = True) -> Rule:
-    """A rule: the first value of `table` in the first clause that also holds `trigger`."""
-    near = re.compile(trigger)
+    `values` and `near` are the needles of `table` and `trigger` (none: no prefilter).
+    """
+    trigger_pattern = re.compile(trigger)
 
     def apply(memory: MemoryFacts, text: str) -> Pairs:
-        for clause in _clauses(text, positive=positive):
-            if near.search(clause) and (value := _first(table, clause)):
-                return [(field, value)]
+        for clause in clauses(text, positive=positive):
+            if trigger_pattern.search(clause) and (value := first_value(table, clause)):
+                return [(name, value)]
         return []
 
-    return Rule(field, apply, frozenset({field}), needs(table, near))
-
-
-# -- explanation order -----------------------------------------------------------------------
-
-_EX = r"(?:worked |concrete |real )?(?:examples?|instances?)|例子|示例|实例|例题|案例|举例"
-_DEF = r"(?:formal )?(?:definitions?|theory|theories|concepts?|principles?)|定义|概念|理论|原理"
-_EXPLANATION: Final = _table(("example_first", _EX), ("definition_first", _DEF))
-_ORDER: Final = re.compile(
-    rf"(?:{_EX}|{_DEF})\s+(?:after|following)\s+(?:the\s+)?(?P<after>{_EX}|{_DEF})"
-    rf"|(?P<first>{_EX}|{_DEF})\s+(?:first|before|then|followed by|over|rather than|instead of)"
-    rf"|(?:start|begin|lead|open)\w* with\s+(?:an?\s+|some\s+|the\s+)?(?P<with>{_EX}|{_DEF})"
-    rf"|(?P<front>{_EX}|{_DEF})放?(?:在前|先行|先于|优先)"
-    rf"|先(?P<then>.{{0,12}})"
-    rf"|(?:prefer|like|love|learn best (?:from|with))\s+(?:lots of\s+|many\s+)?(?P<liked>{_EX})"
-)
+    needs = ((table, values), (trigger_pattern, near))
+    return Rule(name, apply, frozenset({name}), tuple(Needles(p, n) for p, n in needs if n))
 
 
 def _explanation_order(clause: str) -> str | None:
-    if not _EXPLANATION.search(clause):
+    if not EXPLANATION.search(clause):
         return None  # the common case, and a cheap test
-    for m in _ORDER.finditer(clause.replace("-", " ").replace("_", " ")):
+    for m in ORDER.finditer(clause.replace("-", " ").replace("_", " ")):
         said = m["after"] or m["first"] or m["with"] or m["front"] or m["liked"] or m["then"]
-        if value := _first(_EXPLANATION, said):  # after 先: whichever is named first
+        if value := first_value(EXPLANATION, said):  # after 先: whichever is named first
             return value
     return None
 
 
 def _explanation(memory: MemoryFacts, text: str) -> Pairs:
-    values = (_explanation_order(clause) for clause in _clauses(text))
+    values = (_explanation_order(clause) for clause in clauses(text))
     return [("explanation_preference", v) for v in values if v][:1]
-
-
-# -- tables of known values ------------------------------------------------------------------
-
-_LANGUAGES: Final = _table(
-    ("javascript", _w("javascript|js")),
-    ("typescript", _w("typescript|ts")),
-    ("java", _w("java")),
-    ("python", _w(r"python\d?")),
-    ("go", _w("golang|go") + r"(?=\s*(?:语言|language|lang))|" + _w("golang")),
-    ("cpp", _w(r"c\+\+|cpp")),
-    ("csharp", _w("c#|csharp")),
-    ("c", _w("c") + r"(?=\s*(?:语言|language))|^c$"),
-    ("r", _w("r") + r"(?=\s*(?:语言|language))|^r$"),
-    *_words("rust", "kotlin", "swift", "ruby", "php", "scala", "haskell", "julia", "matlab", "lua"),
-)
-_LIKING = (
-    r"prefer|favou?rite|like|love|go to|main language|(?:usually|mainly) (?:write|code|use)"
-    r"|(?:code|write|program|develop)\w* in|喜欢|偏好|偏爱|习惯|常用|主要用|首选|擅长|最爱"
-    r"|(?:编程|开发)语言|用.{0,12}(?:写|编程|开发)"
-)
-_RESPONSE: Final = _table(
-    ("en", r"英文|英语|english|^en$"), ("zh", r"中文|汉语|普通话|chinese|mandarin|^zh$")
-)
-_REPLYING = (
-    r"(?:用|使用|以)(?:中文|汉语|普通话|简体中文|英文|英语).{0,3}(?:回答|回复|交流|解释|讲解|沟通|对话|说)"
-    r"|(?:回答|回复|讲解|解释).{0,3}(?:用|使用)|(?:prefer|want|like) (?:chinese|mandarin|english)"
-    r"|(?:answer|respond|reply|explain|talk|speak|communicate)\w*(?: to me)?(?: only)? in "
-)
-_CITATIONS: Final = _table(
-    *_words("apa", "mla", "chicago", "ieee", "harvard", "vancouver"),
-    ("gbt7714", r"gb ?/? ?t ?7714|国标"),
-)
-_MATH = r"(?:math|maths|mathematical|formulas?|formulae|equations?|notation|symbols?)(?![a-z])"
-_MINIMAL: Final = _table(
-    ("minimal", rf"(?:less|fewer|minimal|little|avoid\w*|no|without)\s+(?:\w+\s+){{0,2}}{_MATH}"),
-    ("minimal", r"(?:少|不要|不需要|别|避免|不喜欢|减少|不用).{0,6}(?:公式|符号|推导)|^minimal$"),
-)
-_FORMAL: Final = _table(
-    ("formal", r"(?:rigorous|formal|full|detailed|complete)\s+(?:math|mathematical|proofs?)"),
-    ("formal", r"(?:严格|严谨|完整|详细)的?(?:数学)?(?:推导|证明)|^formal$"),
-)
-_SUBJECTS: Final = _table(
-    ("computer_science", r"计算机|计科|" + _w("computer science|cs")),
-    ("software_engineering", r"软件工程|" + _w("software engineering")),
-    ("artificial_intelligence", r"人工智能|" + _w("artificial intelligence|ai")),
-    ("data_science", r"数据科学|" + _w("data science")),
-    ("electrical_engineering", r"电子|电气|" + _w("electrical engineering|electronics")),
-    ("mechanical_engineering", r"机械|" + _w("mechanical engineering")),
-    ("mathematics", r"数学|" + _w("mathematics|maths?")),
-    *(
-        (name, f"{zh}|{_w(name)}")
-        for name, zh in (
-            ("statistics", "统计"), ("physics", "物理"), ("chemistry", "化学"),
-            ("biology", "生物"), ("medicine", "医学"), ("economics", "经济"), ("finance", "金融"),
-            ("accounting", "会计"), ("law", "法学"), ("psychology", "心理"),
-            ("philosophy", "哲学"), ("history", "历史"), ("literature", "文学"),
-            ("english", "英语"), ("education", "教育"),
-        )
-    ),
-)  # fmt: skip
-_LEVELS: Final = _table(
-    ("beginner", r"初学者|新手|零基础|小白|刚入门|" + _w("beginner|novice|newbie|new to")),
-    ("intermediate", r"有一定基础|中级|中等水平|" + _w("intermediate")),
-    ("advanced", r"资深|专家|精通|熟练|" + _w("advanced|expert|experienced|proficient")),
-)
-_EXAMS: Final = _table(
-    ("postgraduate_entrance_exam", r"考研|研究生入学考试"),
-    ("gaokao", r"高考|" + _w("gaokao")),
-    ("cet4", r"英语四级|四级考试|" + _w("cet[ -]?4")),
-    ("cet6", r"英语六级|六级考试|" + _w("cet[ -]?6")),
-    ("ielts", r"雅思|" + _w("ielts")),
-    ("toefl", r"托福|" + _w("toefl")),
-    ("civil_service_exam", r"考公|公务员考试|国考|" + _w("civil service exam")),
-    ("cpa", r"注册会计师|" + _w("cpa")),
-    ("teacher_certification", r"教师资格证?|教资"),
-    ("bar_exam", r"法考|司法考试|" + _w("bar exam")),
-    ("jlpt", r"日语能力考试|" + _w("jlpt")),
-    *_words("gre", "gmat"),
-)
 
 
 # -- study time ------------------------------------------------------------------------------
@@ -263,7 +197,13 @@ _WHEN: Final = (  # in order of precedence, wherever they stand
     ("weekends", re.compile(r"周末|双休|weekends?")),
     ("daily", re.compile(r"每天|每日|天天|一天|every ?day|each day|daily|a day|per day")),
 )
+_WHEN_NEEDLES = (
+    "工作日", "平日", "周一到周五", "day", "周末", "双休", "weekend", "每天", "每日", "天天",
+    "一天", "daily",
+)  # fmt: skip
+_DURATION_NEEDLES = ("小时", "钟头", "分钟", "h", "min")
 _STUDY: Final = re.compile(r"学|复习|练习|刷题|看书|背单词|stud|learn|practi|revis|review")
+_STUDY_NEEDLES = ("学", "复习", "练习", "刷题", "看书", "背单词", "stud", "learn", "practi", "revi")
 
 
 def _number(said: str) -> float | None:
@@ -295,7 +235,7 @@ def _minutes(clause: str) -> float | None:
 def _study_parts(text: str, default_when: str | None) -> str:
     """Comma-joined "<amount>_<when>" of every clause giving a duration and when it applies."""
     parts: list[str] = []
-    for clause in _clauses(text, positive=False):
+    for clause in clauses(text, positive=False):
         minutes, when = _minutes(clause), next((v for v, p in _WHEN if p.search(clause)), None)
         if minutes is None or (when := when or default_when) is None:
             continue
@@ -313,14 +253,14 @@ def _study_time(memory: MemoryFacts, text: str) -> Pairs:
 # -- exact key, and the engine ---------------------------------------------------------------
 
 _VALUES: Final[Mapping[str, Table]] = {
-    "explanation_preference": _EXPLANATION,
-    "preferred_programming_language": _LANGUAGES,
-    "response_language": _RESPONSE,
-    "citation_style": _CITATIONS,
-    "math_notation": re.compile(f"{_MINIMAL.pattern}|{_FORMAL.pattern}"),
-    "major": _SUBJECTS,
-    "expertise_level": _LEVELS,
-    "exam_goal": _EXAMS,
+    "explanation_preference": EXPLANATION,
+    "preferred_programming_language": LANGUAGES,
+    "response_language": RESPONSE,
+    "citation_style": CITATIONS,
+    "math_notation": re.compile(f"{MINIMAL.pattern}|{FORMAL.pattern}"),
+    "major": SUBJECTS,
+    "expertise_level": LEVELS,
+    "exam_goal": EXAMS,
 }
 
 
@@ -328,15 +268,15 @@ def _exact_key(memory: MemoryFacts, text: str) -> Pairs:
     field, text = memory.memory_key, text.replace("_", " ")
     if field not in FIELDS or len(text) > _MAX_VALUE:
         return []
-    table = _VALUES.get(field, _table())
+    table = _VALUES.get(field, value_table())
     if (canonical := text.replace(" ", "_")) in table.groupindex:
         value: str | None = canonical
     elif field == "explanation_preference":
-        value = _explanation_order(text) or _first(table, text)
+        value = _explanation_order(text) or first_value(table, text)
     elif field == "daily_study_time":
         value = _study_parts(text, "daily")
     else:
-        value = _first(table, text)
+        value = first_value(table, text)
     if not value and field in _OPEN:
         value = re.sub(r"[\s\-/]+", "_", text).strip("_")
     return [(field, value)] if value else []
@@ -348,22 +288,27 @@ RULES: tuple[Rule, ...] = (
         "explanation_preference",
         _explanation,
         frozenset({"explanation_preference"}),
-        needs(_EXPLANATION),
+        (Needles(EXPLANATION, EX_NEEDLES + DEF_NEEDLES),),
     ),
-    _keyword("preferred_programming_language", _LANGUAGES, _LIKING),
-    _keyword("response_language", _RESPONSE, _REPLYING),
-    _keyword("citation_style", _CITATIONS, r"cit|referenc|bibliograph|引用|文献|格式|style|format"),
-    _keyword("math_notation", _MINIMAL, positive=False),  # "不要公式": the negation is the point
-    _keyword("math_notation", _FORMAL),
+    _keyword("preferred_programming_language", LANGUAGES, (), LIKING, LIKING_NEEDLES),
+    _keyword("response_language", RESPONSE, RESPONSE_NEEDLES, REPLYING, REPLYING_NEEDLES),
+    _keyword("citation_style", CITATIONS, CITATIONS_NEEDLES, CITING, CITING_NEEDLES),
+    # "不要公式": the negation is the point
+    _keyword("math_notation", MINIMAL, MINIMAL_NEEDLES, positive=False),
+    _keyword("math_notation", FORMAL, FORMAL_NEEDLES),
     Rule(
         "daily_study_time",
         _study_time,
         frozenset({"daily_study_time"}),
-        needs("|".join(p.pattern for _, p in _WHEN), _DURATION, _STUDY),
+        (
+            Needles(re.compile("|".join(p.pattern for _, p in _WHEN)), _WHEN_NEEDLES),
+            Needles(_DURATION, _DURATION_NEEDLES),
+            Needles(_STUDY, _STUDY_NEEDLES),
+        ),
     ),
-    _keyword("major", _SUBJECTS, r"专业|主修|本科|读的是|学的是|major|degree in|bachelor"),
-    _keyword("expertise_level", _LEVELS, _w("i|i'm|i am|my|me") + "|我|水平|基础"),
-    _keyword("exam_goal", _EXAMS, r"考|准备|目标|通过|冲刺|prepar|goal|aim|pass|take|exam|test"),
+    _keyword("major", SUBJECTS, SUBJECTS_NEEDLES, MAJORING, MAJORING_NEEDLES),
+    _keyword("expertise_level", LEVELS, LEVELS_NEEDLES, SELF, SELF_NEEDLES),
+    _keyword("exam_goal", EXAMS, EXAMS_NEEDLES, AIMING, AIMING_NEEDLES),
 )
 """Every rule, in precedence order: the first value a memory gives a field is kept."""
 
@@ -382,7 +327,7 @@ def derive(memory: MemoryFacts) -> dict[str, str]:
         if rule.fields is not None and rule.fields.isdisjoint(allowed):
             continue  # whatever it gives would be dropped
         for needed in rule.needs:
-            if not needed.search(text):
+            if not needed.found.search(text):
                 break  # it cannot give anything here
         else:
             _run(rule, memory, text, allowed, fields)

@@ -1,7 +1,7 @@
 """Master key rotation that running processes follow without 5xx (issue 13, item 6): `keys
-rotate` refuses while a connected process lacks the new key, the README's procedure works with
-a server answering throughout, `keys status` says where it stands, and a data key under a
-master key the server does not hold is a 503, not a 500."""
+rotate` refuses while a connected process lacks the new key, the procedure of
+docs/operations.md works with a server answering throughout, `keys status` says where it
+stands, and a data key under a master key the server does not hold is a 503, not a 500."""
 
 from __future__ import annotations
 

@@ -15,6 +15,7 @@ from typing import Any
 
 import httpx2
 import pytest
+from playwright.sync_api import Browser, Page, expect
 
 from api.console import ASSETS, console_link
 from api.tokens import mint_token
@@ -23,8 +24,6 @@ from tests.e2e.console_harness import chromium_available
 
 if not chromium_available() and not os.environ.get("CI"):
     pytest.skip("no /usr/bin/chromium (apt-get install chromium)", allow_module_level=True)
-
-from playwright.sync_api import Browser, Page, expect
 
 pytestmark = pytest.mark.integration
 

@@ -1,58 +1,66 @@
-"""projections/views/needles.py: the strings every match of a pattern contains.
+"""The needles declared beside each profile rule's patterns are implied by the patterns.
 
-It reads the private `re._parser`; these tests are the pin. If a Python release changes the
-parser's shape, `needles` turns into "no prefilter" (still correct, only slower) and the first
-tests here fail, which is the signal to look.
+A rule is skipped when the content holds none of a pattern's needles, so every string the
+pattern matches must hold one: checked on strings generated from each pattern and on the texts
+of the rule tests. That skipping never changes a result is
+tests/projections/test_projection_batches.py's test_rule_prefilters_never_change_what_is_derived.
 """
 
 from __future__ import annotations
 
 import re
 
-from hypothesis import given
+import pytest
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from domain.model.values import normalise_content
 from projections.views import profile_rules
-from projections.views.needles import needles, needs
+from projections.views.profile_rules import Needles, Rule
+from tests.projections.test_profile_rules import DERIVED, NOTHING
+
+_DECLARED = [(rule, needles) for rule in profile_rules.RULES for needles in rule.needs]
+_IDS = [
+    f"{n}-{rule.name}-{i}"
+    for n, rule in enumerate(profile_rules.RULES)
+    for i, _ in enumerate(rule.needs)
+]
 
 
-def _strings(pattern: re.Pattern[str] | None) -> set[str]:
-    assert pattern is not None
-    return {re.sub(r"\\(.)", r"\1", part) for part in pattern.pattern.split("|")}
+def test_every_rule_but_the_exact_key_declares_needles() -> None:
+    without = [rule.name for rule in profile_rules.RULES if not rule.needs]
+
+    assert without == ["exact_key"]
+    assert all(needles.strings and all(needles.strings) for _, needles in _DECLARED)
 
 
-def test_literals_alternatives_and_classes_give_their_strings() -> None:
-    assert _strings(needles("python")) == {"python"}
-    assert _strings(needles("例子|示例")) == {"例子", "示例"}
-    assert _strings(needles(r"(?<![a-z])(?:rust|go)(?![a-z])")) == {"rust", "go"}
-    assert _strings(needles("ab[cd]")) == {"abc", "abd"}
-    assert _strings(needles(r"\d+ hours?")) == {" hour", " hours"}
+@pytest.mark.parametrize("pair", _DECLARED, ids=_IDS)
+def test_every_string_a_pattern_matches_holds_one_of_its_needles(
+    pair: tuple[Rule, Needles],
+) -> None:
+    _, needles = pair
+
+    @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(st.from_regex(needles.pattern))
+    def check(text: str) -> None:
+        assert needles.found.search(text), text
+
+    check()
 
 
-def test_what_it_cannot_be_sure_of_gives_no_prefilter() -> None:
-    assert needles(".*") is None
-    assert needles("a?") is None
-    assert needles(re.compile("python", re.IGNORECASE)) is None
-    assert needles(r"[^a]") is None
-    assert needs(".*", "x") == (re.compile("x"),)
+@pytest.mark.parametrize("pair", _DECLARED, ids=_IDS)
+def test_every_rule_test_text_a_pattern_matches_holds_one_of_its_needles(
+    pair: tuple[Rule, Needles],
+) -> None:
+    _, needles = pair
+    texts = [normalise_content(content) for content, *_ in [*DERIVED, *NOTHING]]
+    matched = [text for text in texts if needles.pattern.search(text)]
+
+    assert [text for text in matched if not needles.found.search(text)] == []
 
 
-def test_every_rule_of_the_profile_that_declares_needs_gets_them() -> None:
-    with_needs = [rule for rule in profile_rules.RULES if rule.needs]
+def test_a_needle_is_a_literal_string() -> None:
+    needles = Needles(re.compile(r"a\.b|c+"), ("a.b", "c+"))
 
-    assert len(with_needs) >= len(profile_rules.RULES) - 1  # the exact-key rule has none
-    assert all(all(n.pattern for n in rule.needs) for rule in with_needs)
-
-
-_ALPHABET = st.sampled_from(list("abcpython 例子示例小时hours0123"))
-_PATTERNS = st.sampled_from(
-    [r"python|rust", r"例子|示例", r"\d+ ?(?:hours?|小时)", r"(?:a|b)c(?:d|e)", r"p[yi]th?on"]
-)
-
-
-@given(_PATTERNS, st.lists(_ALPHABET, max_size=20).map("".join))
-def test_a_text_without_any_needle_never_matches(pattern: str, text: str) -> None:
-    found = needles(pattern)
-    assert found is not None
-    if re.search(pattern, text):
-        assert found.search(text)
+    assert needles.found.search("a.b")
+    assert not needles.found.search("axb ccc")

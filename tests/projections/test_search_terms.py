@@ -11,8 +11,9 @@ from domain.policy import visible_scopes
 from projections.reads import Reads
 from projections.rebuild import rebuild
 from projections.registry import all_projections
+from projections.tokens import index_terms
 from projections.tracking import Tables
-from projections.views.search_terms import index_terms, stored_terms
+from projections.views.search_terms import stored_terms
 from projections.worker import ProjectionWorker
 from retrieval.fetch import fetch_rows
 from retrieval.query import Query, SearchRow

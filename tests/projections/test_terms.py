@@ -16,19 +16,19 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from domain.model.values import normalise_content
-from projections.views import search_terms as search
-from projections.views.search_terms import document_terms, index_terms, key_terms
+from projections import tokens as search
+from projections.tokens import document_terms, index_terms, key_terms
 
 
 def defined_terms(text: str) -> frozenset[str]:
     """The definition: `_RUNS` over the canonical form, bigrams and characters of CJK runs."""
     terms: set[str] = set()
     for run in search._RUNS.findall(normalise_content(text)):
-        if search._CJK.match(run):
+        if search.CJK_LETTER.match(run):
             terms.update(a + b for a, b in pairwise(run))
             terms.update(run)
         else:
-            terms.add(search._stem(run))
+            terms.add(search.stem(run))
     return frozenset(terms)
 
 

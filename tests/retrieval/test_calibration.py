@@ -11,8 +11,9 @@ from uuid import UUID, uuid4
 import numpy as np
 import pytest
 
+from domain.model.cjk import is_cjk
 from domain.model.values import normalise_content
-from retrieval.calibration import CHINESE, ENGLISH, TOP_K, Background, is_cjk
+from retrieval.calibration import CHINESE, ENGLISH, TOP_K, Background
 from retrieval.fusion import WEIGHTS, FusedRanker, Weights
 from retrieval.query import Query, SearchRow
 from retrieval.vectors.service import EmbeddingService, Vectors, normalised

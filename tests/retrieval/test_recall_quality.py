@@ -1,8 +1,8 @@
-"""The issue-15 recall set through the product, against real PostgreSQL (scripts/eval_recall.py).
+"""The issue-15 recall set through the product, against real PostgreSQL (evaluation/).
 
 The tuning and validation splits' memories are written over HTTP into a throwaway schema, the
 embeddings worker catches up, and every query goes to the search tool; the plain dense and BM25
-baselines run on the same memories. The guard (scripts/_recall_guard.py) holds the hybrid's
+baselines run on the same memories. The guard (evaluation/guard.py) holds the hybrid's
 figures, overall and per kind, at or above tests/retrieval/recall_set/baseline.json, requires
 the baselines to reproduce, and fails when a target of issue 23 that was met is missed. The
 test split is never loaded here: it is for the final report only.
@@ -10,21 +10,17 @@ test split is never loaded here: it is for the final report only.
 
 from __future__ import annotations
 
-import importlib
 import json
-import pathlib
-import sys
 from typing import Any
 
 import pytest
 
-SCRIPTS = pathlib.Path(__file__).resolve().parent.parent.parent / "scripts"
+import evaluation.recall_set as ev
+from evaluation import guard
+from evaluation.product import EMBEDDER, running_product
+from evaluation.report import render
+from evaluation.scoring import evaluate
 
-
-if str(SCRIPTS) not in sys.path:
-    sys.path.insert(0, str(SCRIPTS))  # the scripts import their siblings by name
-ev = importlib.import_module("eval_recall")
-guard = importlib.import_module("_recall_guard")
 BASELINE = ev.SET_DIR / "baseline.json"
 
 
@@ -81,11 +77,11 @@ def test_the_guard_catches_a_fall_a_moved_yardstick_and_a_newly_missed_target() 
 def test_recall_holds_its_recorded_figures(database_url: str) -> None:
     baseline = _baseline()
     data = ev.RecallSet.load(ev.SET_DIR, guard.GUARDED_SPLITS)
-    with ev.running_product(database_url) as product:
-        report = ev.evaluate(product, data, list(guard.GUARDED_SPLITS))
-    shown = "\n" + ev.render(report, list(guard.GUARDED_SPLITS))
+    with running_product(database_url) as product:
+        report = evaluate(product, data, list(guard.GUARDED_SPLITS))
+    shown = "\n" + render(report, list(guard.GUARDED_SPLITS))
 
-    assert baseline["embedder"] == ev.EMBEDDER
+    assert baseline["embedder"] == EMBEDDER
     for split in guard.GUARDED_SPLITS:  # the yardsticks behave as the issue describes them
         dense = report["splits"][split]["dense"]["all"]
         assert dense["unrelated_empty"] == 0.0 and dense["recall@5"] >= 0.95, shown

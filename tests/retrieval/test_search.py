@@ -12,7 +12,7 @@ from domain.ledger.ledger import MemoryLedger
 from domain.model.values import Scope
 from domain.policy import shadow_global, visible_scopes
 from projections.reads import Reads
-from projections.views.search_terms import query_terms
+from projections.tokens import query_terms
 from projections.worker import ProjectionWorker
 from retrieval.fusion import FusedRanker
 from retrieval.query import Query, SearchRow

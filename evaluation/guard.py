@@ -1,4 +1,4 @@
-"""The suite's guard over scripts/eval_recall.py: recorded figures that may not fall.
+"""The suite's guard over the recall evaluation: recorded figures that may not fall.
 
 tests/retrieval/recall_set/baseline.json holds, per evaluated split (tuning and validation,
 never test), the hybrid's recall@5 / MRR / unrelated-empty overall and recall@5 / MRR per
@@ -17,7 +17,18 @@ import datetime
 from collections.abc import Mapping
 from typing import Any, Final
 
-from eval_recall import KINDS, target_misses
+from evaluation.recall_set import KINDS
+from evaluation.scoring import target_misses
+
+__all__ = [
+    "GUARDED_SPLITS",
+    "YARDSTICKS",
+    "YARDSTICK_TOLERANCE",
+    "baseline_of",
+    "figures",
+    "missed",
+    "regressions",
+]
 
 GUARDED_SPLITS: Final = ("tuning", "validation")
 YARDSTICKS: Final = ("dense", "bm25")

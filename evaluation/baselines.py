@@ -29,12 +29,13 @@ import bm25s.stopwords
 import jieba
 import numpy as np
 
+from domain.model.values import WORKSPACES
+
 __all__ = ["Bm25Baseline", "DenseBaseline", "Visible", "texts_of", "tokens", "visible_sets"]
 
 Visible = Mapping[tuple[str, str], Sequence[str]]
 """(user, workspace) -> labels of the memories a query there may find."""
 
-WORKSPACES: Final = ("learning", "teaching", "research")
 _WORD: Final = re.compile(r"[\w\u4e00-\u9fff]", re.UNICODE)
 _STOPWORDS: Final = frozenset(bm25s.stopwords.STOPWORDS_CHINESE) | frozenset(
     bm25s.stopwords.STOPWORDS_EN_PLUS
