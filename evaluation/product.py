@@ -30,8 +30,8 @@ from api.bootstrap import (
     build_worker,
     resolve_database_url,
 )
-from api.tokens import mint_token
 from api.settings import Settings
+from api.tokens import mint_token
 from retrieval.calibration import Background
 from retrieval.glossary import shared_glossary
 
