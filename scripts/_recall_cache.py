@@ -24,9 +24,9 @@ from eval_recall import SET_DIR, RecallSet
 
 from api.bootstrap import build_embeddings
 from api.settings import Settings
-from retrieval.calibration import Background
 from retrieval.glossary import Evidence, shared_glossary
 from retrieval.query import Query, SearchRow, judge
+from retrieval.vectors.background import background
 from retrieval.vectors.service import passage_text
 
 NOW = datetime(2026, 12, 1, tzinfo=UTC)
@@ -85,7 +85,8 @@ def main() -> None:
         rows.append(np.asarray(service.passages(texts[start : start + 32]), dtype=np.float32))
         print(start, file=sys.stderr)
     mat = np.vstack(rows)
-    bg = Background(service)
+    assert service.embedder is not None
+    bg_latin, bg_cjk = background(service.embedder)
     glossary = shared_glossary()
     out_q = []
     for q in [*data.queries, *old_queries]:
@@ -123,8 +124,8 @@ def main() -> None:
         "labels": labels,
         "mems": mems,
         "mat": mat,
-        "bg_latin": bg.vectors(False),
-        "bg_cjk": bg.vectors(True),
+        "bg_latin": bg_latin,
+        "bg_cjk": bg_cjk,
         "queries": out_q,
     }
     pathlib.Path("/tmp/rank-i23/cache.pkl").write_bytes(pickle.dumps(cache))

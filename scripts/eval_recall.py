@@ -78,7 +78,6 @@ from api.bootstrap import (
 )
 from api.deps import mint_token
 from api.settings import Settings
-from retrieval.calibration import Background
 from retrieval.fusion import THRESHOLD
 from retrieval.glossary import shared_glossary
 from retrieval.vectors.service import passage_text
@@ -244,9 +243,9 @@ def running_product(database_url: str | None, embedder: str = EMBEDDER) -> Itera
         workers: list[Any] = []
         try:
             embeddings = build_embeddings(settings)
-            # as `memledger serve`: the model, the calibration background and the dictionary
+            # as `memledger serve`: the model, the hubness background and the dictionary
             # are loaded before the first search (not inside its request timeout)
-            if not (embeddings.warm_up() and Background(embeddings).warm_up()):
+            if not embeddings.warm_up():
                 raise RuntimeError("the bundled embedder could not be loaded")
             shared_glossary().warm_up()
             workers.append(build_worker(settings, ledger, url, embeddings))

@@ -1,12 +1,13 @@
 """A user's vectors as one matrix in memory, loaded once per change of their memories or vectors.
 
 `UserVectors` holds the user's active memories that have a current vector (of the model, for
-the memory's current revision) as one float32 matrix, with what the visibility rules need per
-row (scope, category, key, expiry) as small arrays, plus the active workspace memories with or
-without a vector (they hide a global memory with their key). Scoring a query is then one matrix
-product, and the rules of the lexical fetch (scopes, active and unexpired, category, a global
-memory hidden by a visible workspace one) are one boolean mask (`visible`), checked against
-`now` at every search: expiry changes results without any event.
+the memory's current revision) as one float32 matrix, with each one's stored hubness and what
+the visibility rules need per row (scope, category, key, expiry) as small arrays, plus the
+active workspace memories with or without a vector (they hide a global memory with their key).
+Scoring a query is then one matrix product, and the rules of the lexical fetch (scopes, active
+and unexpired, category, a global memory hidden by a visible workspace one) are one boolean
+mask (`visible`), checked against `now` at every search: expiry changes results without any
+event.
 
 A matrix is valid for one `VectorKey`: the user's memory revision (`user_revisions`: every
 event on the user's memories), the stamp the embeddings projection gives a user whenever one
@@ -35,8 +36,6 @@ from projections.tracking import TRACKING, Tables
 from projections.views.embeddings import DTYPE, STAMPS, Vectors, open_vector
 
 __all__ = ["UserVectors", "VectorKey", "load_user_vectors", "read_vector_key"]
-
-"""user_id -> a random stamp, renewed whenever one of the user's vectors changes."""
 
 _EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
 _NEVER: Final = np.iinfo(np.int64).max
@@ -101,8 +100,8 @@ def _key_statement(schema: str) -> str:
 
 @lru_cache(maxsize=64)
 def _load_statement(schema: str) -> str:
-    """Every row's metadata; its sealed vector only when (memory_id, revision) is not among
-    the `known` ones (the rows of a cached matrix: their vector is the same), else NULL with
+    """Every row's metadata; its sealed vector and hubness only when (memory_id, revision) is
+    not among the `known` ones (the rows of a cached matrix: they are the same), else NULL with
     `has_vector` true."""
     t = Tables(schema)
     return (
@@ -111,7 +110,8 @@ def _load_statement(schema: str) -> str:
             " SELECT s.memory_id, s.revision, s.scope_type, s.workspace_type, s.category,"
             "  s.key_hash AS memory_key, s.expires_at,"
             "  CASE WHEN k.id IS NULL THEN e.vector END AS vector,"
-            "  e.memory_id IS NOT NULL AS has_vector"
+            "  e.memory_id IS NOT NULL AS has_vector,"
+            "  CASE WHEN k.id IS NULL THEN e.hubness END AS hubness"
             " FROM {terms} s LEFT JOIN {embeddings} e ON e.memory_id = s.memory_id"
             "  AND e.user_id = %(user)s AND e.revision = s.revision AND e.model = %(model)s"
             "  AND e.vector IS NOT NULL"
@@ -142,6 +142,8 @@ class UserVectors:
     revisions: npt.NDArray[np.int32]
     matrix: Vectors
     """(len(ids), dim) unit vectors, float32."""
+    hubness: Vectors
+    """(len(ids), 2): each row's stored (Latin, CJK) hubness (retrieval/vectors/background.py)."""
     scopes: npt.NDArray[np.int16]
     """Index into `scope_names` of each row's (scope_type, workspace_type)."""
     categories: npt.NDArray[np.int32]
@@ -162,7 +164,14 @@ class UserVectors:
     @property
     def nbytes(self) -> int:
         """Roughly what this holds in memory (the matrix, arrays, ids and maps)."""
-        arrays = (self.revisions, self.matrix, self.scopes, self.categories, self.keys)
+        arrays = (
+            self.revisions,
+            self.matrix,
+            self.hubness,
+            self.scopes,
+            self.categories,
+            self.keys,
+        )
         more = (self.expires, self.id_order, self.shadow_scopes, self.shadow_keys)
         # An id costs its UUID object, a tuple slot and a dict entry: about 200 bytes.
         tail = self.shadow_expires.nbytes + 200 * len(self.ids) + 1024
@@ -211,18 +220,26 @@ def load_user_vectors(
 
 
 def _reused(row: Sequence[Any], known: UserVectors) -> tuple[Any, ...]:
-    return (*row[:7], known.matrix[known.index[row[0]]].tobytes(), False, *row[9:])
+    i = known.index[row[0]]
+    return (*row[:7], known.matrix[i].tobytes(), False, known.hubness[i].tobytes())
 
 
 def _opened(reads: Reads, rows: list[Sequence[Any]]) -> list[Sequence[Any]]:
-    """The rows with their sealed vectors opened (None once the memory's key is gone); a row
-    whose `has_vector` is False already holds its opened vector (`_reused`)."""
+    """The rows with their sealed vector and hubness opened (None once the memory's key is
+    gone); a row whose `has_vector` is False already holds them opened (`_reused`)."""
     seal = reads.t.seal
     sealed = [r[0] for r in rows if r[7] is not None and r[8]]
     if sealed:
         seal.prefetch(sealed)
     return [
-        (*r[:7], open_vector(seal, r[0], r[7]), *r[8:]) if r[7] is not None and r[8] else r
+        (
+            *r[:7],
+            open_vector(seal, r[0], r[7]),
+            r[8],
+            open_vector(seal, r[0], r[9], "hubness"),
+        )
+        if r[7] is not None and r[8]
+        else r
         for r in rows
     ]
 
@@ -243,18 +260,21 @@ def _assemble(key: VectorKey, rows: list[Sequence[Any]], dim: int) -> UserVector
     def key_code(row: Sequence[Any]) -> int:
         return key_names.setdefault(row[5], len(key_names))
 
-    width = dim * DTYPE.itemsize
-    with_vector = [r for r in with_vector if len(r[7]) == width]  # another size: not comparable
+    width, pair = dim * DTYPE.itemsize, 2 * DTYPE.itemsize
+    # Another size: not comparable; no hubness (the key gone meanwhile): not scored.
+    with_vector = [r for r in with_vector if len(r[7]) == width and r[9] and len(r[9]) == pair]
     ids = tuple(r[0] for r in with_vector)
     halves = np.frombuffer(b"".join(u.bytes for u in ids), dtype=">u8").reshape(-1, 2)
     id_order = np.empty(len(ids), dtype=np.int64)
     id_order[np.lexsort((halves[:, 1], halves[:, 0]))] = np.arange(len(ids))
     matrix = np.frombuffer(b"".join(r[7] for r in with_vector), dtype=DTYPE).reshape(-1, dim)
+    hubness = np.frombuffer(b"".join(r[9] for r in with_vector), dtype=DTYPE).reshape(-1, 2)
     return UserVectors(
         key=key,
         ids=ids,
         revisions=np.fromiter((r[1] for r in with_vector), np.int32, len(with_vector)),
         matrix=matrix,
+        hubness=hubness,
         scopes=np.fromiter((scope(r) for r in with_vector), np.int16, len(with_vector)),
         categories=np.fromiter(
             (category_names.setdefault(r[4], len(category_names)) for r in with_vector),
