@@ -18,9 +18,9 @@ their share of a busy queue gets None at once (`query_over_share`).
 from __future__ import annotations
 
 import logging
-import math
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
@@ -38,7 +38,6 @@ from projections.views.embeddings import (
     passage_text,
     to_bytes,
 )
-from retrieval.cache import QueryCache
 from retrieval.vectors.background import background, hubness
 from retrieval.vectors.matrix_cache import DEFAULT_MAX_BYTES, MatrixCache
 from retrieval.vectors.queue import FairQueue, OverShare
@@ -151,13 +150,12 @@ class EmbeddingService:
         """Users' vector matrices for search, in memory (dropped when their vectors change)."""
         self.retry_after = retry_after
         self.clock = clock
-        self._cache: QueryCache[str, Vectors] | None = (
-            QueryCache(math.inf, query_cache) if query_cache > 0 else None
-        )
+        self._cache_size = max(0, query_cache)
+        self._cache: OrderedDict[str, Vectors] = OrderedDict()
         self._lock = threading.Lock()
         self._down_until = 0.0
         self._error: str | None = None if embedder is not None else "no embedder configured"
-        self._passages = self._queries = self._failures = 0
+        self._passages = self._queries = self._hits = self._failures = 0
         self._timeouts = self._capped = self._over_share = 0
         self._passage_seconds = 0.0
 
@@ -181,7 +179,7 @@ class EmbeddingService:
                 self._passages,
                 self._passage_seconds,
                 self._queries,
-                self._cache.hits if self._cache is not None else 0,
+                self._hits,
                 self._failures,
                 self._timeouts,
                 self._capped,
@@ -260,9 +258,11 @@ class EmbeddingService:
         with self._lock:
             self._queries += 1
             self._capped += key != normal_text
-        cached = self._cache.get(key) if self._cache is not None else None
-        if cached is not None:
-            return cached
+            cached = self._cache.get(key)
+            if cached is not None:
+                self._cache.move_to_end(key)
+                self._hits += 1
+                return cached
         embedder = self.embedder
 
         def embed() -> Vectors:  # on the queue's thread, recorded before the caller hears
@@ -272,8 +272,7 @@ class EmbeddingService:
                 self._failed(error)
                 raise
             self._succeeded()
-            if self._cache is not None:
-                self._cache.put(key, vector)
+            self._remember(key, vector)
             return vector
 
         try:
@@ -304,11 +303,18 @@ class EmbeddingService:
             return self.query_budget
         return max(0.0, left if self.query_budget is None else min(self.query_budget, left))
 
+    def _remember(self, key: str, vector: Vectors) -> None:
+        if self._cache_size:
+            with self._lock:
+                self._cache[key] = vector
+                while len(self._cache) > self._cache_size:
+                    self._cache.popitem(last=False)
+
     def vectors_changed(self, schema: str, users: set[str]) -> None:
         """These users' vectors changed: their cached matrices are dropped (the view calls it)."""
         self.matrices.evict(schema, users)
 
     def clear_cache(self) -> None:
         """Forget every cached query vector."""
-        if self._cache is not None:
+        with self._lock:
             self._cache.clear()

@@ -41,8 +41,8 @@ ACTIVE_MEMORIES = {
 
 CREATE_TO_EVENTS_ROW = 23
 CREATE_TO_ACTIVE_ROW = 34
-LEXICAL_SEARCH = 22
-HYBRID_SEARCH = 31
+LEXICAL_SEARCH = 23
+HYBRID_SEARCH = 32
 KEY_FETCH = {
     "domain/ledger/keyring.py",
     "domain/ledger/persistence/key_table.py",
