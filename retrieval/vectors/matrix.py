@@ -13,8 +13,9 @@ A matrix is valid for one `VectorKey`: the user's memory revision (`user_revisio
 event on the user's memories), the stamp the embeddings projection gives a user whenever one
 of their vectors changes (`embedding_stamps`: vectors are written by their own worker, after
 the memory events, and filled later when the embedder was down), and the identity of the
-embeddings table (a rebuild swaps in a new one). `VectorKey` and the rows are read in one
-statement, so a matrix never mixes snapshots.
+embeddings table (a rebuild swaps in a new one). `VectorKey` and every row's metadata are read
+in one statement; the vectors of the rows a refresh does not hold yet in a second one, by
+(memory id, revision), whose vector never changes: a matrix never mixes snapshots.
 """
 
 from __future__ import annotations
