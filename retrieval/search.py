@@ -49,6 +49,8 @@ def search(
     limit: int = DEFAULT_LIMIT,
     ranker: FusedRanker | None = None,
     min_relevance: float | None = None,
+    total_tokens: int = TOTAL_TOKENS,
+    item_tokens: int = ITEM_TOKENS,
 ) -> SearchResult:
     """Retrievable, visible rows at or above `min_relevance` (default: the threshold), ranked
     for `query`, within the limit and budgets.
@@ -62,7 +64,7 @@ def search(
     limit = max(0, min(limit, MAX_LIMIT))
     ranker = ranker or FusedRanker({})
     ranked = ranker.rank(q, pool, now=now, min_relevance=min_relevance, limit=max(1, limit))
-    return budget(ranked, limit, TOTAL_TOKENS, ITEM_TOKENS)
+    return budget(ranked, limit, total_tokens, item_tokens)
 
 
 @dataclass(frozen=True, slots=True)

@@ -216,7 +216,7 @@ class UserVectors:
 def load_user_vectors(
     reads: Reads, user_id: str, model: str, dim: int, known: UserVectors | None = None
 ) -> UserVectors:
-    """The user's matrix and its key (read with every row's metadata in one statement).
+    """The user's matrix and its key, read in one snapshot.
 
     `known`: the user's previous matrix (of this model): the vectors of its rows whose revision
     is unchanged are taken from it, and only the others are read and opened, in a second
