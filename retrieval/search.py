@@ -5,7 +5,7 @@ Below the policy check (api/routes/tools.py), a search: analyses the query once
 (`retrieval.query.Query`), looks up the result cache (retrieval/cache.py, section 16), fetches
 the few lexical rows that can rank (retrieval/fetch.py), adds the dense candidates when
 embeddings are on (retrieval/hybrid.py), then keeps the visible rows, ranks them by calibrated
-relevance (retrieval/fusion.py) and cuts them to the budgets (retrieval/budget.py).
+relevance (retrieval/fusion.py) and cuts them to the budgets (`search` below).
 """
 
 from __future__ import annotations
