@@ -26,7 +26,6 @@ from projections.registry import all_projections, main_projections
 from projections.views.embeddings import Embeddings
 from projections.worker import ProjectionWorker, ensure_tables
 from retrieval.cache import QueryCache, SearchKey
-from retrieval.calibration import Background
 from retrieval.glossary import shared_glossary
 from retrieval.hybrid import HybridSource
 from retrieval.search import Found, MemorySearch
@@ -208,7 +207,7 @@ def build_embeddings(settings: Settings) -> EmbeddingService:
 
 def warm_search(embeddings: EmbeddingService) -> None:
     """Load what the first search would otherwise load within its deadline: the embedding
-    model, the calibration background's vectors and the bilingual dictionary (seconds each).
+    model, the hubness background's vectors and the bilingual dictionary (seconds each).
 
     `serve` and `memledger mcp` run this before they answer anything; each step is said on
     stderr first (stdout may be a protocol's), and so is a step that fails: search then goes
@@ -216,8 +215,8 @@ def warm_search(embeddings: EmbeddingService) -> None:
     """
     if embeddings.model_id is None:  # the embedder is off: lexical search needs nothing
         return
-    _say(f"loading the embedder {embeddings.model_id} and its calibration before serving")
-    if not (embeddings.warm_up() and Background(embeddings).warm_up()):
+    _say(f"loading the embedder {embeddings.model_id} and its hubness background before serving")
+    if not embeddings.warm_up():
         _say("the embedder is unavailable; search is lexical only")
     _say("loading the bilingual dictionary before serving")
     if not shared_glossary().warm_up():

@@ -32,7 +32,6 @@ from api.bootstrap import (
 )
 from api.settings import Settings
 from api.tokens import mint_token
-from retrieval.calibration import Background
 from retrieval.glossary import shared_glossary
 
 __all__ = ["CREATE_PATH", "EMBEDDER", "SEARCH_PATH", "SETTLE_TIMEOUT", "Product", "running_product"]
@@ -141,7 +140,7 @@ def running_product(database_url: str | None, embedder: str = EMBEDDER) -> Itera
             embeddings = build_embeddings(settings)
             # as `memledger serve`: the model, the calibration background and the dictionary
             # are loaded before the first search (not inside its request timeout)
-            if not (embeddings.warm_up() and Background(embeddings).warm_up()):
+            if not embeddings.warm_up():
                 raise RuntimeError("the bundled embedder could not be loaded")
             shared_glossary().warm_up()
             workers.append(build_worker(settings, ledger, url, embeddings))

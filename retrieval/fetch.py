@@ -44,7 +44,7 @@ from projections.views.search_terms import open_search_rows, term_hashes
 from retrieval.fetch_sql import KEY, PHRASE, REST, Stage, Statements, statements
 from retrieval.query import MAX_LIMIT, MIN_MATCHED, Query, SearchRow, judge
 
-__all__ = ["SLACK", "fetch_rows", "fetch_search_rows", "levels"]
+__all__ = ["SLACK", "fetch_rows", "levels"]
 
 SLACK: Final = 2
 """Rows fetched beyond `limit` per top stream at first, so a false stand-in costs no refetch."""
@@ -102,19 +102,19 @@ def fetch_rows(
     limit: int = MAX_LIMIT,
 ) -> list[dict[str, Any]]:
     """The few search_terms rows `search` needs to rank `query` exactly (see the module
-    docstring), with their `terms` and `key_terms`: the user's active, unexpired, visible,
-    unshadowed memories that can rank within the first `limit`."""
+    docstring): the user's active, unexpired, visible, unshadowed memories that can rank within
+    the first `limit`, opened, with their `terms` and `key_terms`.
+
+    The query's terms and key are looked up by their keyed hashes; only the returned rows are
+    opened (their terms: the query terms among their stored hashes). One statement when the top
+    stage settles the answer (most queries), one more per lower stage needed. (Lower stages
+    chained in one statement behind gates planned slower than they saved.)
+    """
+    if not scopes:
+        return []
     with reads.pool.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
-        return fetch_search_rows(
-            cur,
-            _table(reads.t.schema),
-            reads.t.seal,
-            user_id,
-            scopes,
-            query,
-            now=now,
-            category=category,
-            limit=limit,
+        return _fetch(
+            cur, _table(reads.t.schema), reads.t.seal, user_id, scopes, query, now, category, limit
         )
 
 
@@ -125,28 +125,17 @@ def _table(schema: str) -> str:
     return Tables(schema)["search_terms"].as_string(None)
 
 
-def fetch_search_rows(
+def _fetch(
     cur: Cursor[dict[str, Any]],
     table: str,
     seal: RowSeal,
     user_id: str,
     scopes: Sequence[Scope],
     q: Query,
-    *,
     now: datetime,
-    category: str | None = None,
-    limit: int = MAX_LIMIT,
+    category: str | None,
+    limit: int,
 ) -> list[dict[str, Any]]:
-    """The rows `search` needs for `query` (see the module docstring), opened by `seal`.
-
-    `cur` must use a dict row factory; `table` is the rendered search_terms name. The query's
-    terms and key are looked up by their keyed hashes; only the returned rows are opened (their
-    terms: the query terms among their stored hashes). One statement when
-    the top stage settles the answer (most queries), one more per lower stage needed. (Lower
-    stages chained in one statement behind gates planned slower than they saved.)
-    """
-    if not scopes:
-        return []
     wanted = max(1, min(limit, MAX_LIMIT))
     hashed = term_hashes(seal, user_id)
     phrase_terms = _phrase_terms(q)

@@ -7,7 +7,7 @@ Every candidate (a memory among the query's dense top `pool`, or a lexical match
     relevance = 1 / (1 + exp(-(A_lex * coverage + B_lex)))   a lexical match only
 
 `cosine` is the query's with the memory (the embedder's), `hubness` the memory's mean cosine
-to its ten nearest background statements (retrieval/calibration.py, CSLS), `dictionary` how
+to its ten nearest background statements (retrieval/vectors/background.py, CSLS), `dictionary` how
 much of the query the memory holds in the other language (retrieval/glossary.py, CC-CEDICT,
 0..1), `listed` 1 when the query only names categories ("my goals", "我的偏好") and the memory
 is of one of them, `coverage` the share of the query's term weight the memory holds (0..1).
@@ -93,16 +93,9 @@ class FusedRanker:
     hubness (no entry: the memory has no current vector, or the search is lexical only),
     `dictionary` is the query's bilingual evidence (credit already weighted by TRANSLATED)."""
 
-    def __init__(
-        self,
-        dense: Mapping[UUID, float],
-        dictionary: Evidence | None = None,
-        weights: Weights = WEIGHTS,
-    ) -> None:
+    def __init__(self, dense: Mapping[UUID, float], dictionary: Evidence | None = None) -> None:
         self.dense = dense
         self.dictionary = dictionary
-        self.weights = weights
-        self.version = weights.version
 
     def rank(
         self,
@@ -116,7 +109,7 @@ class FusedRanker:
         """Candidates at or above `min_relevance` (default: the threshold), best first; all of
         them, but the dictionary is only consulted where it can lift a memory into the first
         `limit` (its credit is at most TRANSLATED: the others rank below `limit` rows anyway)."""
-        w = self.weights
+        w = WEIGHTS
         floor = w.threshold if min_relevance is None else min_relevance
         listing = names_only_categories(query)
         found: list[tuple[SearchRow, float | None, Judgement | None]] = []

@@ -30,10 +30,7 @@ __all__ = [
     "Scored",
     "SearchRow",
     "due_for_review",
-    "has_phrase",
     "judge",
-    "named_categories",
-    "terms_of",
 ]
 
 DEFAULT_LIMIT: Final = 5
@@ -64,7 +61,7 @@ CATEGORY_WORDS: Final[Mapping[str, frozenset[str]]] = {
 """Words (stemmed) and CJK bigrams by which a query names a category."""
 
 
-def named_categories(query: str) -> frozenset[str]:
+def _named_categories(query: str) -> frozenset[str]:
     """The categories a query names ("my preferences"; stop words count here)."""
     said = document_terms(query)
     return frozenset(category for category, words in CATEGORY_WORDS.items() if words & said)
@@ -101,16 +98,12 @@ class Query:
             terms,
             sum(terms.values()),
             normal if terms else "",
-            named_categories(normal),
+            _named_categories(normal),
         )
 
     def matched(self, found: Collection[str]) -> int:
         """The weight of the query terms among `found`."""
         return sum(w for t, w in self.terms.items() if t in found)
-
-    def coverage(self, found: Collection[str]) -> float:
-        """The share of the query's term weight among `found`, 0..1 (0 without terms)."""
-        return self.matched(found) / self.total if self.total else 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,7 +150,7 @@ class SearchRow:
         return due_for_review(self.review_after, self.last_confirmed_at, now)
 
 
-def terms_of(row: SearchRow) -> frozenset[str]:
+def _terms_of(row: SearchRow) -> frozenset[str]:
     """The row's terms: those stored by the search_terms view, else computed alike."""
     if row.terms is not None:
         return row.terms
@@ -185,29 +178,29 @@ MIN_MATCHED: Final = STRONG
 """Matched term weight that makes a memory a match on its own (no key, phrase or category)."""
 
 
-def _has_phrase(haystack: str, phrase: str) -> bool:
-    """`phrase` occurs in `haystack` and does not start or end inside a word."""
-    start = haystack.find(phrase)
-    while start >= 0:
-        end = start + len(phrase)
-        clean_start = not (word_char(phrase[0]) and start > 0 and word_char(haystack[start - 1]))
-        clean_end = not (word_char(phrase[-1]) and end < len(haystack) and word_char(haystack[end]))
-        if clean_start and clean_end:
-            return True
-        start = haystack.find(phrase, start + 1)
-    return False
-
-
-def has_phrase(phrase: str, memory_key: str, content: str, normal: str | None = None) -> bool:
+def _has_phrase(phrase: str, memory_key: str, content: str, normal: str | None) -> bool:
     """The normalised query `phrase` occurs, word-aligned, in the content or the key's words.
 
     Only a memory holding every query term can hold the phrase (the narrow fetch relies on it).
     `normal`: `normalise_content(content)`, when already known.
     """
-    return bool(phrase) and (
-        _has_phrase(normalise_content(content) if normal is None else normal, phrase)
-        or _has_phrase(key_words(memory_key), phrase)
-    )
+    if not phrase:
+        return False
+    content = normalise_content(content) if normal is None else normal
+    for haystack in (content, key_words(memory_key)):
+        start = haystack.find(phrase)
+        while start >= 0:
+            end = start + len(phrase)
+            clean_start = not (
+                word_char(phrase[0]) and start > 0 and word_char(haystack[start - 1])
+            )
+            clean_end = not (
+                word_char(phrase[-1]) and end < len(haystack) and word_char(haystack[end])
+            )
+            if clean_start and clean_end:
+                return True
+            start = haystack.find(phrase, start + 1)
+    return False
 
 
 @dataclass(frozen=True, slots=True)
@@ -239,13 +232,13 @@ def judge(q: Query, row: SearchRow, now: datetime, *, phrased: bool | None = Non
 
     Matched weight orders as coverage does: the total is the same for every row of a query.
     """
-    matched = q.matched(terms_of(row))
+    matched = q.matched(_terms_of(row))
     in_key = (
         row.key_terms if row.key_terms is not None else document_terms(key_words(row.memory_key))
     )
     key_match = bool(q.key) and q.key == row.memory_key
     if phrased is None:
-        phrased = has_phrase(q.phrase, row.memory_key, row.content, row.normal)
+        phrased = _has_phrase(q.phrase, row.memory_key, row.content, row.normal)
     category = row.category in q.named
     order = (
         not key_match,

@@ -32,6 +32,7 @@ from projections.views.embeddings import STAMPS
 from projections.views.embeddings import TABLE_NAME as EMBEDDINGS
 from projections.views.search_terms import TABLE_NAME as SEARCH_TERMS
 from retrieval.cache import QueryCache
+from retrieval.glossary import shared_glossary
 from retrieval.hybrid import HybridSource
 from retrieval.search import MemorySearch
 from retrieval.vectors.configured import make_embedder
@@ -70,7 +71,7 @@ class HybridBench:
         self.reads, self.user, self.workspace, self.now = reads, user, workspace, now
         self.service = EmbeddingService(make_embedder(embedder, threads=1))
         self.source = HybridSource(self.service)
-        self.source.glossary.warm_up()  # as `serve` does: the dictionary is parsed at start-up
+        shared_glossary().warm_up()  # as `serve` does: the dictionary is parsed at start-up
         self.facts_: dict[str, Any] = self._backfill(pool, t, embed_limit, say)
 
     def _backfill(
@@ -98,13 +99,14 @@ class HybridBench:
         model = self.service.model_id
         self.service.warm_up()
         began = time.perf_counter()
-        vectors: list[bytes] = []
+        vectors: list[tuple[bytes, bytes]] = []
         with pool.connection() as conn, conn.cursor() as cur:
             for start in range(0, len(embedded), BATCH):
                 part = embedded[start : start + BATCH]
                 matrix = self.service.passages([passage_text(r[1], r[2]) for r in part])
-                assert matrix is not None, "the embedder failed"
-                chunk = [to_bytes(v) for v in matrix]
+                hubness = self.service.hubness(matrix) if matrix is not None else None
+                assert matrix is not None and hubness is not None, "the embedder failed"
+                chunk = [(to_bytes(v), to_bytes(h)) for v, h in zip(matrix, hubness, strict=True)]
                 vectors += chunk
                 self._copy(cur, t, [(*r, v) for r, v in zip(part, chunk, strict=True)], model)
                 done = start + len(part)
@@ -129,14 +131,15 @@ class HybridBench:
 
     def _copy(self, cur: Any, t: Tables, rows: list[tuple[Any, ...]], model: str | None) -> None:
         statement = sql.SQL(
-            "COPY {} (memory_id, user_id, memory_key, revision, model, vector) FROM STDIN"
+            "COPY {} (memory_id, user_id, memory_key, revision, model, vector, hubness) FROM STDIN"
         ).format(t["embeddings"])
         seal = t.seal
         with cur.copy(statement) as copy:
-            for memory_id, key, _, revision, vector in rows:
+            for memory_id, key, _, revision, (vector, hubness) in rows:
                 sealed_key = seal.seal(EMBEDDINGS, memory_id, memory_id, "memory_key", key)
                 sealed = seal.seal_bytes(EMBEDDINGS, memory_id, memory_id, "vector", vector)
-                copy.write_row((memory_id, self.user, sealed_key, revision, model, sealed))
+                hub = seal.seal_bytes(EMBEDDINGS, memory_id, memory_id, "hubness", hubness)
+                copy.write_row((memory_id, self.user, sealed_key, revision, model, sealed, hub))
 
     def _touch(self) -> None:
         statement = sql.SQL(

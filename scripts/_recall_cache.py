@@ -24,9 +24,9 @@ import numpy as np
 from api.bootstrap import build_embeddings
 from api.settings import Settings
 from evaluation.recall_set import SET_DIR, RecallSet
-from retrieval.calibration import Background
 from retrieval.glossary import Evidence, shared_glossary
 from retrieval.query import Query, SearchRow, judge
+from retrieval.vectors.background import background
 from retrieval.vectors.service import passage_text
 
 CACHE = pathlib.Path(tempfile.gettempdir()) / "rank-i23" / "cache.pkl"
@@ -87,7 +87,8 @@ def main() -> None:
         rows.append(np.asarray(service.passages(texts[start : start + 32]), dtype=np.float32))
         print(start, file=sys.stderr)
     mat = np.vstack(rows)
-    bg = Background(service)
+    assert service.embedder is not None
+    bg_latin, bg_cjk = background(service.embedder)
     glossary = shared_glossary()
     out_q = []
     for q in [*data.queries, *old_queries]:
@@ -125,8 +126,8 @@ def main() -> None:
         "labels": labels,
         "mems": mems,
         "mat": mat,
-        "bg_latin": bg.vectors(False),
-        "bg_cjk": bg.vectors(True),
+        "bg_latin": bg_latin,
+        "bg_cjk": bg_cjk,
         "queries": out_q,
     }
     CACHE.parent.mkdir(parents=True, exist_ok=True)

@@ -1,13 +1,17 @@
 """Embeddings: one vector per live memory (its key words and content), for hybrid search.
 
 A row per live memory (active or suppressed): `memory_key` (to embed new content with the
-key), the `revision` the vector was computed for, the embedder's `model` and the `vector`
-(float32 bytes, unit length); key and vector are stored sealed with the memory's data key
-(`projections.sealed`, opened with `open_vector`), so a forgotten memory's vector is unreadable
-wherever a copy of its row survives. The vector is NULL when no embedder was available or it failed
-(search then ranks that memory lexically), and for a memory whose personal fields were
-redacted. A content change re-embeds the memory; forgetting it deletes the row. The texts of a
-batch are embedded in one call (a batch-sized model call, not one per event).
+key), the `revision` the vector was computed for, the embedder's `model`, the `vector`
+(float32 bytes, unit length) and its `hubness` (two float32: the vector's mean cosine to its
+ten nearest generic background statements in Latin script, then in CJK script; computed once
+here by the embedder's `hubness`, read by search from the user's matrix). Key, vector and
+hubness are stored sealed with the memory's data key (`projections.sealed`, opened with
+`open_vector`): the hubness is a deterministic function of the content under a public model,
+so in the clear it would let anyone holding an old page confirm a guessed content after the
+forget. Vector and hubness are NULL when no embedder was available or it failed (search then
+ranks that memory lexically), and for a memory whose personal fields were redacted. A content
+change re-embeds the memory; forgetting it deletes the row. The texts of a batch are embedded
+in one call (a batch-sized model call, not one per event).
 
 The projection runs in a worker of its own, in small batches (api/bootstrap.py): embedding is
 slow, and must hold back neither the other projections nor a forget behind it. Rows left
@@ -62,6 +66,7 @@ __all__ = [
     "PassageEmbedder",
     "Vectors",
     "from_bytes",
+    "normalised",
     "open_vector",
     "passage_text",
     "stored_vectors",
@@ -92,13 +97,23 @@ def from_bytes(data: bytes, dim: int) -> Vectors:
     return np.frombuffer(data, dtype=DTYPE).reshape(-1, dim)
 
 
-def open_vector(seal: RowSeal, memory_id: UUID, sealed: bytes | None) -> bytes | None:
-    """The `to_bytes` form of a stored vector, or None (none stored, or the key is gone)."""
-    return seal.open_bytes(TABLE_NAME, memory_id, memory_id, "vector", sealed)
+def normalised(matrix: npt.ArrayLike) -> Vectors:
+    """Rows scaled to unit length (a zero row stays zero), as float32."""
+    array = np.asarray(matrix, dtype=DTYPE)
+    norms = np.linalg.norm(array, axis=-1, keepdims=True)
+    return np.divide(array, norms, out=np.zeros_like(array), where=norms > 0)
 
 
-def _seal_vector(seal: RowSeal, memory_id: UUID, vector: Vectors) -> bytes | None:
-    return seal.seal_bytes(TABLE_NAME, memory_id, memory_id, "vector", to_bytes(vector)) or None
+def open_vector(
+    seal: RowSeal, memory_id: UUID, sealed: bytes | None, column: str = "vector"
+) -> bytes | None:
+    """The `to_bytes` form of a stored vector (or of its hubness: `column`), or None (none
+    stored, or the key is gone)."""
+    return seal.open_bytes(TABLE_NAME, memory_id, memory_id, column, sealed)
+
+
+def _sealed(seal: RowSeal, memory_id: UUID, column: str, vector: Vectors) -> bytes | None:
+    return seal.seal_bytes(TABLE_NAME, memory_id, memory_id, column, to_bytes(vector)) or None
 
 
 class PassageEmbedder(Protocol):
@@ -118,6 +133,10 @@ class PassageEmbedder(Protocol):
         """One unit vector per text, or None when off or failing."""
         ...
 
+    def hubness(self, vectors: Vectors) -> Vectors | None:
+        """Each vector's (Latin, CJK) hubness, shape (n, 2), or None when off or failing."""
+        ...
+
     def vectors_changed(self, schema: str, users: set[str]) -> None:
         """These users' vectors changed in `schema`: drop whatever was derived from them."""
         ...
@@ -134,9 +153,11 @@ TABLE = TableLayout(
         Column("revision", "int4"),
         Column("model", "text", nullable=True),
         Column("vector", "bytea", nullable=True),
+        Column("hubness", "bytea", nullable=True),
     ),
 )
 COLUMNS = TABLE.names
+_NO_VECTOR: Final = {"model": None, "vector": None, "hubness": None}
 
 
 class Embeddings(Projection):
@@ -185,11 +206,12 @@ class Embeddings(Projection):
                         "revision": 1,
                         "model": None,
                         "vector": None,
+                        "hubness": None,
                     },
                 )
                 texts[key] = (event.memory_key, event.content)
             elif kind == _CONTENT:
-                rows.change(key, {"revision": event.revision, "model": None, "vector": None})
+                rows.change(key, {"revision": event.revision, **_NO_VECTOR})
                 known = rows.new.get(key)
                 texts[key] = (known["memory_key"] if known else None, event.content)
             elif kind == _FORGOTTEN:
@@ -264,13 +286,15 @@ class Embeddings(Projection):
         if not found:
             return 0
         vectors = service.passages([passage_text(key, content) for _, _, key, content in found])
-        if vectors is None:
+        hubness = service.hubness(vectors) if vectors is not None else None
+        if vectors is None or hubness is None:
             return 0  # failing: tried again once the service retries
         with conn.transaction(), conn.cursor() as cur:
             cur.execute(
                 SQL(
-                    "UPDATE {0} e SET model = %s, vector = u.vector"
-                    " FROM unnest(%s::uuid[], %s::int4[], %s::bytea[]) AS u(id, revision, vector)"
+                    "UPDATE {0} e SET model = %s, vector = u.vector, hubness = u.hubness"
+                    " FROM unnest(%s::uuid[], %s::int4[], %s::bytea[], %s::bytea[])"
+                    " AS u(id, revision, vector, hubness)"
                     " WHERE e.memory_id = u.id AND e.revision = u.revision AND e.vector IS NULL"
                     " AND EXISTS (SELECT 1 FROM {1} s"
                     "  WHERE s.memory_id = e.memory_id AND s.revision = e.revision)"
@@ -280,7 +304,11 @@ class Embeddings(Projection):
                     model,
                     [row[0] for row in found],
                     [row[1] for row in found],
-                    [_seal_vector(seal, row[0], v) for row, v in zip(found, vectors, strict=True)],
+                    [_sealed(seal, r[0], "vector", v) for r, v in zip(found, vectors, strict=True)],
+                    [
+                        _sealed(seal, r[0], "hubness", h)
+                        for r, h in zip(found, hubness, strict=True)
+                    ],
                 ),
             )
             updated = cur.fetchall()
@@ -316,10 +344,18 @@ class Embeddings(Projection):
             if memory_key is not None and REDACTED not in (memory_key, content):
                 wanted.append((key, passage_text(memory_key, content)))
         vectors = service.passages([text for _, text in wanted]) if wanted else None
-        if vectors is None:
-            return  # off or failing: the rows keep no vector (a rebuild fills them later)
-        for (key, _), vector in zip(wanted, vectors, strict=True):
-            rows.change(key, {"model": service.model_id, "vector": _seal_vector(seal, key, vector)})
+        hubness = service.hubness(vectors) if vectors is not None else None
+        if vectors is None or hubness is None:
+            return  # off or failing: the rows keep no vector (`backfill` fills them later)
+        for (key, _), vector, hub in zip(wanted, vectors, hubness, strict=True):
+            rows.change(
+                key,
+                {
+                    "model": service.model_id,
+                    "vector": _sealed(seal, key, "vector", vector),
+                    "hubness": _sealed(seal, key, "hubness", hub),
+                },
+            )
 
 
 def _stamps(t: Tables) -> Composed:

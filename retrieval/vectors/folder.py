@@ -1,7 +1,7 @@
 """An embedder from a sentence-transformers model folder (optional: imported on first use).
 
-`sentence-transformers` is not a dependency of memledger; install it to use this. The e5
-prefixes are configurable because other models use other ones (or none).
+`sentence-transformers` is not a dependency of memledger; install it to use this. Texts get
+e5's `query: ` / `passage: ` prefixes.
 """
 
 from __future__ import annotations
@@ -19,12 +19,8 @@ __all__ = ["SentenceTransformerEmbedder"]
 class SentenceTransformerEmbedder:
     """A local sentence-transformers model (a folder with its config and weights)."""
 
-    def __init__(
-        self, folder: Path, *, query_prefix: str = "query: ", passage_prefix: str = "passage: "
-    ) -> None:
+    def __init__(self, folder: Path) -> None:
         self.folder = folder
-        self.query_prefix = query_prefix
-        self.passage_prefix = passage_prefix
         self.model_id = f"sentence-transformers/{folder.name}"
         self._model: Any = None
         self._lock = threading.Lock()
@@ -52,7 +48,7 @@ class SentenceTransformerEmbedder:
                 raise EmbedderError(f"{self.model_id} failed: {type(error).__name__}") from error
 
     def passages(self, texts: Sequence[str]) -> Vectors:
-        return self._encode([self.passage_prefix + t for t in texts])
+        return self._encode([f"passage: {t}" for t in texts])
 
     def query(self, text: str) -> Vectors:
-        return self._encode([self.query_prefix + text])[0]
+        return self._encode([f"query: {text}"])[0]

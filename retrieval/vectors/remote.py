@@ -18,6 +18,9 @@ from retrieval.vectors.service import EmbedderError, Vectors, normalised
 
 __all__ = ["OpenAIEmbedder"]
 
+_BATCH = 64
+"""Texts per request."""
+
 
 class OpenAIEmbedder:
     """`/v1/embeddings` of an OpenAI-compatible server."""
@@ -30,7 +33,6 @@ class OpenAIEmbedder:
         api_key: str | None = None,
         timeout: float = 10.0,
         input_type: bool = False,
-        batch: int = 64,
     ) -> None:
         self.url = base_url.rstrip("/") + "/embeddings"
         self.model = model
@@ -38,7 +40,6 @@ class OpenAIEmbedder:
         self._api_key = api_key
         self.timeout = timeout
         self.input_type = input_type
-        self.batch = batch
 
     def _post(self, texts: list[str], kind: str) -> Vectors:
         body: dict[str, Any] = {"model": self.model, "input": texts, "encoding_format": "float"}
@@ -67,8 +68,7 @@ class OpenAIEmbedder:
 
     def passages(self, texts: Sequence[str]) -> Vectors:
         parts = [
-            self._post(list(texts[i : i + self.batch]), "passage")
-            for i in range(0, len(texts), self.batch)
+            self._post(list(texts[i : i + _BATCH]), "passage") for i in range(0, len(texts), _BATCH)
         ]
         if not parts:
             return normalised([[]]).reshape(0, 0)

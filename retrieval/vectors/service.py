@@ -27,11 +27,18 @@ from dataclasses import dataclass
 from typing import Final, Protocol
 
 import numpy as np
-import numpy.typing as npt
 
 from domain import context
 from domain.model.values import normalise_content
-from projections.views.embeddings import DTYPE, Vectors, from_bytes, passage_text, to_bytes
+from projections.views.embeddings import (
+    DTYPE,
+    Vectors,
+    from_bytes,
+    normalised,
+    passage_text,
+    to_bytes,
+)
+from retrieval.vectors.background import background, hubness
 from retrieval.vectors.matrix_cache import DEFAULT_MAX_BYTES, MatrixCache
 from retrieval.vectors.queue import FairQueue, OverShare
 
@@ -68,13 +75,6 @@ class Embedder(Protocol):
     def query(self, text: str) -> Vectors:
         """The unit vector of a search query, shape (dim,)."""
         ...
-
-
-def normalised(matrix: npt.ArrayLike) -> Vectors:
-    """Rows scaled to unit length (a zero row stays zero), as float32."""
-    array = np.asarray(matrix, dtype=DTYPE)
-    norms = np.linalg.norm(array, axis=-1, keepdims=True)
-    return np.divide(array, norms, out=np.zeros_like(array), where=norms > 0)
 
 
 _log = logging.getLogger(__name__)
@@ -199,20 +199,34 @@ class EmbeddingService:
                 self._error = None
 
     def warm_up(self) -> bool:
-        """Load the model now (at start-up) rather than on the first search; True if it works.
-
-        Waits as long as loading takes (no query budget), on the queue's thread.
+        """Load the model and embed the hubness background now (at start-up) rather than on
+        first use; True if it works. Waits as long as that takes (no query budget), on the
+        queue's thread.
         """
         embedder = self.embedder
         if not self.available or embedder is None:
             return False
         try:
-            self.queue.submit("", lambda: embedder.query("warm up")).result()
+            self.queue.submit(
+                "", lambda: (embedder.query("warm up"), background(embedder))
+            ).result()
         except Exception as error:
             self._failed(error)
             return False
         self._succeeded()
         return True
+
+    def hubness(self, vectors: Vectors) -> Vectors | None:
+        """Each passage vector's (Latin, CJK) hubness (retrieval/vectors/background.py), shape
+        (n, 2), or None when the embedder is off or fails to embed the background."""
+        if not self.available or self.embedder is None:
+            return None
+        try:
+            scripts = background(self.embedder)
+        except Exception as error:  # as a failing `passages`: the projection stores no vector
+            self._failed(error)
+            return None
+        return hubness(np.asarray(vectors, dtype=DTYPE), scripts)
 
     def passages(self, texts: Sequence[str]) -> Vectors | None:
         """Vectors of memory texts, or None when the embedder is off or failed."""

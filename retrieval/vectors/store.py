@@ -14,14 +14,13 @@ content.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from functools import lru_cache
-from typing import Any
+from typing import Any, Final
 from uuid import UUID
 
 import numpy as np
-import numpy.typing as npt
 from psycopg.rows import dict_row
 from psycopg.sql import SQL
 
@@ -34,48 +33,22 @@ from retrieval.vectors.matrix import UserVectors, load_user_vectors, read_vector
 from retrieval.vectors.matrix_cache import MatrixCache
 from retrieval.vectors.service import Vectors
 
-__all__ = ["Similar", "Similarities", "VectorReads"]
-
-
-@dataclass(frozen=True, slots=True)
-class Similarities:
-    """The query's cosine with every memory the search may return that has a current vector.
-
-    `ids[rows[i]]` has similarity `scores[i]`; `ids` are all of the user's memories with a
-    current vector (shared with the cached matrix: do not change), `rows` the visible ones.
-    """
-
-    ids: tuple[UUID, ...]
-    rows: npt.NDArray[np.intp]
-    scores: npt.NDArray[np.float32]
-
-    def __len__(self) -> int:
-        return len(self.rows)
-
-    def as_dict(self) -> dict[UUID, float]:
-        """Every visible memory's similarity by id (builds a dict: for small users or tests)."""
-        return {self.ids[r]: float(s) for r, s in zip(self.rows, self.scores, strict=True)}
-
-
-_NONE = Similarities((), np.empty(0, dtype=np.intp), np.empty(0, dtype=np.float32))
+__all__ = ["Similar", "VectorReads"]
 
 
 @dataclass(frozen=True, slots=True)
 class Similar:
-    """The memories at or above the threshold, best first, with their cosine similarity."""
+    """The query's dense top `limit` and the lexical candidates that have a current vector."""
 
     similarity: dict[UUID, float]
-    """The `limit` most similar at or above the threshold, and the lexical candidates."""
-    rows: list[dict[str, Any]]
-    """Search_terms rows of the vector-only ones (as `retrieval.fetch.fetch_rows` returns them)."""
-    scored: int
-    """How many vectors were compared."""
-    all: Similarities = _NONE
-    """Every visible memory's similarity (for a ranker that wants more than the best)."""
-    vectors: dict[UUID, Vectors] = field(default_factory=dict)
-    """The vector of each memory in `similarity` (the ranker calibrates with them)."""
-    pending: dict[UUID, int] = field(default_factory=dict)
-    """`fetch=False`: the vector-only ones and their revision, rows not read yet (`rows_of`)."""
+    """Each one's cosine with the query."""
+    hubness: dict[UUID, tuple[float, float]]
+    """Each one's stored (Latin, CJK) hubness (retrieval/vectors/background.py)."""
+    pending: dict[UUID, int]
+    """The dense ones that are not lexical candidates, and their revision (rows: `rows_of`)."""
+
+
+_NONE: Final = Similar({}, {}, {})
 
 
 @lru_cache(maxsize=64)
@@ -123,45 +96,38 @@ class VectorReads:
         *,
         model: str,
         now: datetime,
-        min_similarity: float,
         limit: int,
         category: str | None = None,
         include: Mapping[UUID, int] | None = None,
-        fetch: bool = True,
     ) -> Similar:
-        """The `limit` most similar visible memories with similarity >= `min_similarity`.
+        """The `limit` visible memories most similar to `query` (no floor: plain dense top-k).
 
         `include` maps the lexical candidates to their revision: each is given its similarity
-        whatever it is (when it has a vector of that revision); their rows are not fetched.
+        whatever it is (when it has a vector of that revision).
         """
         if not scopes:
-            return Similar({}, [], 0)
+            return _NONE
         vectors = self.user_vectors(user_id, model, query.shape[-1])
         if not vectors.ids:
-            return Similar({}, [], 0)
+            return _NONE
         # einsum, not BLAS: a multi-threaded BLAS matvec is faster alone but waits for busy
         # cores on a loaded host (p95 25 ms against 1 ms single-threaded at 10,000 x 384).
         scores = np.einsum("ij,j->i", vectors.matrix, query)
-        visible = vectors.visible(scopes, now, category)
-        above = np.flatnonzero(visible & (scores >= min_similarity))
+        shown = np.flatnonzero(vectors.visible(scopes, now, category))
         # Best first; equal scores: the smaller memory id first.
-        best = above[np.lexsort((vectors.id_order[above], -scores[above]))][:limit]
-        similarity = {vectors.ids[i]: float(scores[i]) for i in best}
+        best = shown[np.lexsort((vectors.id_order[shown], -scores[shown]))][:limit]
         lexical = include or {}
-        new = {m: int(vectors.revisions[i]) for m, i in zip(similarity, best, strict=True)}
-        new = {m: r for m, r in new.items() if m not in lexical}
+        pending = {vectors.ids[i]: int(vectors.revisions[i]) for i in best}
+        pending = {m: r for m, r in pending.items() if m not in lexical}
+        chosen = list(best)
         for memory_id, revision in lexical.items():
             i = vectors.index.get(memory_id)
             if i is not None and vectors.revisions[i] == revision:
-                similarity[memory_id] = float(scores[i])
-        rows = self.rows_of(user_id, new) if fetch else []
-        if fetch:
-            for gone in new.keys() - {row["memory_id"] for row in rows}:
-                del similarity[gone]  # changed or forgotten since the matrix was read
-        shown = np.flatnonzero(visible)
-        every = Similarities(vectors.ids, shown, scores[shown])
-        chosen = {m: vectors.matrix[vectors.index[m]] for m in similarity}
-        return Similar(similarity, rows, len(shown), every, chosen, {} if fetch else new)
+                chosen.append(i)
+        similarity = {vectors.ids[i]: float(scores[i]) for i in chosen}
+        hub = vectors.hubness
+        hubness = {vectors.ids[i]: (float(hub[i, 0]), float(hub[i, 1])) for i in chosen}
+        return Similar(similarity, hubness, pending)
 
     def without_vector(self, model: str | None) -> int:
         """Live memories without a vector of `model` (all of them when `model` is None)."""

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any
 
 import psycopg
@@ -11,9 +13,16 @@ from psycopg import sql
 from domain.ledger.ledger import MemoryLedger
 from domain.model.values import Scope
 from projections import layout
-from projections.registry import all_projections
+from projections.reads import Reads
+from projections.registry import all_projections, main_projections
 from projections.tracking import Tables, read_positions
+from projections.views.embeddings import Embeddings
 from projections.worker import ProjectionWorker, ensure_tables
+from retrieval.hybrid import HybridSource
+from retrieval.search import MemorySearch
+from retrieval.vectors.service import EmbeddingService
+from retrieval.vectors.store import VectorReads
+from tests.retrieval.test_vector_matrix import DIM, Words
 
 
 def _rows(database_url: str, schema: str, logical: str) -> list[tuple[Any, ...]]:
@@ -102,3 +111,39 @@ def test_processes_starting_together_reset_an_older_layout_once(
         assert layout.stale(conn, all_projections(), worker.tables) == []
     worker.catch_up()
     assert _rows(database_url, pg_schema, "search_terms") == before
+
+
+def test_embeddings_laid_out_before_hubness_are_embedded_again_with_it(
+    ledger: MemoryLedger,
+    make_worker: Callable[..., ProjectionWorker],
+    database_url: str,
+    pg_schema: str,
+) -> None:
+    service = EmbeddingService(Words())
+    main, embedding = make_worker(main_projections()), make_worker([Embeddings(service)])
+    for n in range(3):
+        ledger.create_memory(
+            "alice", scope=Scope.global_(), memory_key=f"k{n}", content=f"tea {n}", category="fact"
+        )
+    main.catch_up()
+    embedding.catch_up()
+    before = _rows(database_url, pg_schema, "embeddings")
+    with embedding.pool.connection() as conn:  # the release before: no hubness column
+        conn.execute(
+            sql.SQL("ALTER TABLE {} DROP COLUMN hubness").format(embedding.tables["embeddings"])
+        )
+
+    ensure_tables(embedding.pool, pg_schema, [Embeddings(service)])
+    assert _positions(embedding)["embeddings"] == 0
+    assert _rows(database_url, pg_schema, "embeddings") == []
+    embedding.catch_up()
+
+    after = _rows(database_url, pg_schema, "embeddings")
+    assert after == before and all(row[-1] for row in after)  # every vector with its hubness
+    reads = Reads(main.pool, pg_schema)
+    vectors = VectorReads(reads, None).user_vectors("alice", Words.model_id, DIM)
+    assert vectors.hubness.shape == (3, 2)
+    found = MemorySearch(None, vectors=HybridSource(service))(
+        reads, "alice", "learning", "tea", now=datetime.now(UTC)
+    )
+    assert len(found.result.items) == 3

@@ -1,4 +1,5 @@
-"""Calibrated relevance: Platt scaling of cosine minus hubness (retrieval/fusion.py)."""
+"""Hubness (retrieval/vectors/background.py) and calibrated relevance: Platt scaling of cosine
+minus hubness (retrieval/fusion.py)."""
 
 from __future__ import annotations
 
@@ -13,9 +14,9 @@ import pytest
 
 from domain.model.cjk import is_cjk
 from domain.model.values import normalise_content
-from retrieval.calibration import CHINESE, ENGLISH, TOP_K, Background
 from retrieval.fusion import WEIGHTS, FusedRanker, Weights
 from retrieval.query import Query, SearchRow
+from retrieval.vectors.background import CHINESE, ENGLISH, TOP_K
 from retrieval.vectors.service import EmbeddingService, Vectors, normalised
 from tests.search_rows import search_row
 
@@ -47,41 +48,47 @@ class Failing(HashEmbedder):
         raise RuntimeError("endpoint down")
 
 
-def test_hubness_is_the_mean_of_the_top_k_cosines_to_the_background_in_the_query_script() -> None:
+def test_hubness_is_the_mean_of_the_top_k_cosines_to_the_background_of_each_script() -> None:
     embedder = HashEmbedder(f"hash/{uuid4()}")
-    background = Background(EmbeddingService(embedder))
     memories = embedder.passages(["I teach chemistry.", "我喜欢先看例子。"])
 
-    latin = background.hubness(memories, cjk_query=False)
-    cjk = background.hubness(memories, cjk_query=True)
+    hubness = EmbeddingService(embedder).hubness(memories)
 
-    assert latin is not None and cjk is not None
-    for hubness, texts in ((latin, ENGLISH), (cjk, CHINESE)):
+    assert hubness is not None and hubness.shape == (2, 2)
+    for column, texts in enumerate((ENGLISH, CHINESE)):
         queries = [embedder.query(normalise_content(t)) for t in texts]
         cosines = memories @ np.stack(queries).T
         expected = np.sort(cosines, axis=1)[:, -TOP_K:].mean(axis=1)
-        assert np.allclose(hubness, expected, atol=1e-6)
-    assert not np.allclose(latin, cjk)
+        assert np.allclose(hubness[:, column], expected, atol=1e-6)
+    assert not np.allclose(hubness[:, 0], hubness[:, 1])
+
+
+def test_a_memory_s_hubness_does_not_depend_on_its_batch() -> None:
+    embedder = HashEmbedder(f"hash/{uuid4()}")
+    service = EmbeddingService(embedder)
+    memories = embedder.passages([f"memory {i}" for i in range(40)])
+
+    together = service.hubness(memories)
+    alone = [service.hubness(memories[i : i + 1]) for i in range(40)]
+
+    assert together is not None and all(a is not None for a in alone)
+    assert together.tobytes() == b"".join(a.tobytes() for a in alone if a is not None)
 
 
 def test_the_background_is_embedded_once_per_model() -> None:
     embedder = HashEmbedder(f"hash/{uuid4()}")
-    background = Background(EmbeddingService(embedder))
 
-    assert background.warm_up()
+    assert EmbeddingService(embedder).warm_up()
     calls = embedder.calls
-    assert Background(EmbeddingService(embedder)).vectors(True) is not None
+    assert EmbeddingService(embedder).hubness(embedder.passages(["x"])) is not None
 
-    assert calls == len(ENGLISH) + len(CHINESE) and embedder.calls == calls
+    assert calls == len(ENGLISH) + len(CHINESE) + 1 and embedder.calls == calls
 
 
-def test_a_failing_embedder_gives_no_calibration_and_is_retried_later() -> None:
+def test_a_failing_embedder_gives_no_hubness_and_is_retried_later() -> None:
     model = f"hash/{uuid4()}"
-    assert (
-        Background(EmbeddingService(Failing(model))).hubness(np.ones((1, 16)), cjk_query=False)
-        is None
-    )
-    assert Background(EmbeddingService(HashEmbedder(model))).warm_up()
+    assert EmbeddingService(Failing(model)).hubness(np.ones((1, 16))) is None
+    assert EmbeddingService(HashEmbedder(model)).warm_up()
 
 
 def test_the_background_is_generic_bilingual_and_written_apart_from_the_eval_set() -> None:

@@ -14,16 +14,10 @@ from domain.policy import shadow_global, visible_scopes
 from projections.reads import Reads
 from projections.tokens import query_terms
 from projections.worker import ProjectionWorker
+from retrieval.budget import ELLIPSIS, ITEM_TOKENS, TOTAL_TOKENS, estimate_tokens, truncate
 from retrieval.fusion import FusedRanker
 from retrieval.query import Query, SearchRow
-from retrieval.search import (
-    ELLIPSIS,
-    ITEM_TOKENS,
-    TOTAL_TOKENS,
-    estimate_tokens,
-    search,
-    truncate,
-)
+from retrieval.search import search
 from tests.search_rows import search_row
 
 NOW = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)
