@@ -51,8 +51,6 @@ class QueryModel(Protocol):
         ...
 
 
-
-
 def background(model: QueryModel) -> tuple[Vectors, Vectors]:
     """The background's (Latin, CJK) query vectors for `model`, embedded on first use (as
     queries, outside the query cache: each stands for "a query about X"); raises what the
