@@ -24,6 +24,7 @@ from domain.model.values import Scope
 from projections.reads import Reads
 from projections.registry import all_projections
 from projections.worker import ProjectionWorker
+from retrieval.cache import QueryCache
 from retrieval.rerank import Reranker
 from retrieval.rerankers import HttpScorer
 from retrieval.search import MemorySearch
@@ -280,3 +281,20 @@ def test_the_settings_build_an_http_reranker(
     assert reranker is not None and reranker.top == 5 and reranker.budget == 2.0
     use(services, reranker)
     assert search(client, auth)[0] == (expected[2][0], 0.97)
+
+
+def test_the_cache_never_serves_a_fallback_as_a_reranked_result(
+    client: TestClient, auth: Auth, services: Services, fake: FakeReranker
+) -> None:
+    expected = fused(client, auth, services)
+    fake.delay, fake.scores = 0.5, {expected[2][0]: 0.99}
+    reranker = http_reranker(fake, budget=0.1)
+    reranker.retry_after = 0.0
+    services.search = MemorySearch(QueryCache(ttl=60), reranker=reranker)
+
+    assert search(client, auth) == expected  # timed out: the fused order, not kept as reranked
+    fake.delay = 0.0
+    reranked = search(client, auth)
+    assert reranked[0] == (expected[2][0], 0.99)
+    asked = len(fake.requests)
+    assert search(client, auth) == reranked and len(fake.requests) == asked  # a cache hit
