@@ -56,6 +56,7 @@ def fake_reranker() -> Iterator[FakeReranker]:
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"  # keep-alive, as the real servers
+        disable_nagle_algorithm = True  # the body is a second write: no 40 ms delayed ACK
 
         def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length", "0"))
