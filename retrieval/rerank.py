@@ -44,6 +44,7 @@ __all__ = [
     "DOCUMENT_CHARS",
     "RerankError",
     "RerankState",
+    "RerankTimeout",
     "Reranked",
     "Reranker",
     "ScoreKind",
@@ -63,14 +64,23 @@ class RerankError(RuntimeError):
     """The reranker cannot be loaded, did not answer, or answered what cannot be trusted."""
 
 
+class RerankTimeout(RerankError):
+    """The reranker did not answer within the time it was given."""
+
+
 class Scorer(Protocol):
     """Scores documents against a query; one score per document, in their order."""
 
     name: str
     """Names the model (the search cache keys on it); never a secret."""
+    bounded: bool
+    """True: a call keeps its `timeout` itself (an HTTP request), so the stage makes it in the
+    search's own thread; False: the stage makes it on threads of its own and stops waiting at
+    the budget (a local model cannot be interrupted)."""
 
-    def scores(self, query: str, documents: Sequence[str]) -> list[float]:
-        """Relevance of each document to `query` (0..1). Raises RerankError."""
+    def scores(self, query: str, documents: Sequence[str], timeout: float) -> list[float]:
+        """Relevance of each document to `query` (0..1). Raises RerankError (RerankTimeout
+        past `timeout` seconds, when bounded)."""
         ...
 
     def warm_up(self) -> None:
@@ -140,8 +150,8 @@ class Reranker:
         """Seconds a search waits for the scores."""
         self.retry_after = retry_after
         self.clock = clock
-        # Calls run here so a search can stop waiting; one past its budget finishes (bounded
-        # by the scorer's own timeout) while the search goes on with the fused order.
+        # An unbounded scorer's calls run here so a search can stop waiting; one past its budget
+        # finishes on its own while the search goes on with the fused order.
         self._pool = ThreadPoolExecutor(workers, thread_name_prefix="memledger-rerank")
         self._lock = threading.Lock()
         self._down_until = -math.inf
@@ -194,11 +204,11 @@ class Reranker:
             budget = max(0.0, min(budget, left))
         documents = [s.row.content[:DOCUMENT_CHARS] for s in head]
         started = time.perf_counter()
-        job = self._pool.submit(self.scorer.scores, query.text, documents)
         try:
-            scores = to_relevance(job.result(timeout=budget), len(head), "probability")
-        except FutureTimeout:
-            job.cancel()  # dropped if it has not started
+            scores = to_relevance(
+                self._scores(query.text, documents, budget), len(head), "probability"
+            )
+        except RerankTimeout:
             self._failed("timeout", None, budget, started)
             return None
         except Exception as error:  # RerankError, or a bug in a scorer: never a 500
@@ -213,6 +223,18 @@ class Reranker:
         return [Scored(head[i].row, round(scores[i], 6)) for i in order] + [
             Scored(s.row, min(s.score, lowest)) for s in ranked[self.top :]
         ]
+
+    def _scores(self, query: str, documents: list[str], budget: float) -> list[float]:
+        if budget <= 0:
+            raise RerankTimeout("the request's deadline has passed")
+        if self.scorer.bounded:  # no thread hop: each costs a GIL handover under load
+            return self.scorer.scores(query, documents, budget)
+        job = self._pool.submit(self.scorer.scores, query, documents, budget)
+        try:
+            return job.result(timeout=budget)
+        except FutureTimeout:
+            job.cancel()  # dropped if it has not started
+            raise RerankTimeout(f"no answer within {budget:g} s") from None
 
     def _failed(
         self,

@@ -27,7 +27,7 @@ from typing import Any, Final, Literal
 
 import httpx2
 
-from retrieval.rerank import RerankError, ScoreKind, Scorer, to_relevance
+from retrieval.rerank import RerankError, RerankTimeout, ScoreKind, Scorer, to_relevance
 
 __all__ = ["MAX_ANSWER_BYTES", "RERANKERS", "CrossEncoderScorer", "HttpScorer", "make_scorer"]
 
@@ -55,6 +55,7 @@ class HttpScorer:
         self.kind = scores
         self.timeout = timeout
         self.name = f"http/{model or api}"
+        self.bounded = True
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._client = httpx2.Client(
             headers=headers, timeout=httpx2.Timeout(timeout), follow_redirects=False
@@ -63,7 +64,7 @@ class HttpScorer:
     def warm_up(self) -> None:
         """Nothing to load (the endpoint is asked in searches only)."""
 
-    def scores(self, query: str, documents: Sequence[str]) -> list[float]:
+    def scores(self, query: str, documents: Sequence[str], timeout: float) -> list[float]:
         body: dict[str, Any]
         if self.api == "tei":
             body = {
@@ -76,13 +77,15 @@ class HttpScorer:
             body = {"query": query, "documents": list(documents), "top_n": len(documents)}
             if self.model:
                 body["model"] = self.model
-        answer = self._post(body)
+        answer = self._post(body, min(timeout, self.timeout))
         return to_relevance(_in_order(answer, len(documents)), len(documents), self.kind)
 
-    def _post(self, body: dict[str, Any]) -> Any:
-        until = time.monotonic() + self.timeout
+    def _post(self, body: dict[str, Any], timeout: float) -> Any:
+        until = time.monotonic() + timeout
         try:
-            with self._client.stream("POST", self.url, json=body) as response:
+            with self._client.stream(
+                "POST", self.url, json=body, timeout=httpx2.Timeout(timeout)
+            ) as response:
                 if response.status_code != 200:
                     raise RerankError(f"{self.url} answered HTTP {response.status_code}")
                 data = bytearray()
@@ -91,7 +94,9 @@ class HttpScorer:
                     if len(data) > MAX_ANSWER_BYTES:
                         raise RerankError(f"{self.url} answered more than {MAX_ANSWER_BYTES} B")
                     if time.monotonic() > until:  # a trickle: each read in time, the whole not
-                        raise RerankError(f"{self.url} took longer than {self.timeout:g} s")
+                        raise RerankTimeout(f"{self.url} took longer than {timeout:g} s")
+        except httpx2.TimeoutException:
+            raise RerankTimeout(f"{self.url}: no answer within {timeout:g} s") from None
         except httpx2.HTTPError as error:
             raise RerankError(f"{self.url} failed: {type(error).__name__}") from None
         try:
@@ -131,6 +136,7 @@ class CrossEncoderScorer:
         self.folder = folder
         self.kind = scores
         self.name = f"cross-encoder/{folder.name}"
+        self.bounded = False  # a prediction cannot be interrupted
         self._model: Any = None
         self._lock = threading.Lock()  # one prediction at a time; the model is not shared
 
@@ -154,7 +160,7 @@ class CrossEncoderScorer:
                 raise RerankError(f"the model in {self.folder} did not load: {error}") from None
         return self._model
 
-    def scores(self, query: str, documents: Sequence[str]) -> list[float]:
+    def scores(self, query: str, documents: Sequence[str], timeout: float) -> list[float]:
         with self._lock:
             model = self._loaded()
             try:

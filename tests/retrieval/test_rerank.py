@@ -49,6 +49,7 @@ class Fixed:
     """A scorer answering `answer` after `delay` seconds (or raising it)."""
 
     name = "fixed"
+    bounded = False
 
     def __init__(self, answer: object, delay: float = 0.0) -> None:
         self.answer = answer
@@ -58,7 +59,7 @@ class Fixed:
     def warm_up(self) -> None:
         pass
 
-    def scores(self, query: str, documents: Sequence[str]) -> list[float]:
+    def scores(self, query: str, documents: Sequence[str], timeout: float) -> list[float]:
         self.calls += 1
         time.sleep(self.delay)
         if isinstance(self.answer, Exception):
@@ -157,7 +158,7 @@ def test_a_missing_rerank_extra_is_said_clearly(
     monkeypatch.setitem(sys.modules, "sentence_transformers", None)  # not installed
     scorer = CrossEncoderScorer(tmp_path)
     with pytest.raises(RerankError, match=r"pip install 'memledger\[rerank\]'"):
-        scorer.scores("x", ["a"])
+        scorer.scores("x", ["a"], 1.0)
     reranker = Reranker(scorer)
     assert reranker.rerank(Query.of("x"), FUSED) is None
     assert reranker.state().errors == 1
@@ -192,10 +193,10 @@ def test_a_trickling_server_is_cut_at_the_timeout() -> None:
         conn.close()
 
     threading.Thread(target=trickle, daemon=True).start()
-    scorer = HttpScorer(f"http://127.0.0.1:{port}/rerank", timeout=0.2)
+    scorer = HttpScorer(f"http://127.0.0.1:{port}/rerank", timeout=5.0)  # the call's 0.2 rules
     started = time.perf_counter()
     with pytest.raises(RerankError, match=r"took longer than 0\.2 s"):
-        scorer.scores("x", ["a"])
+        scorer.scores("x", ["a"], 0.2)
     assert time.perf_counter() - started < 0.6
     listener.close()
 
