@@ -3,14 +3,17 @@
 The older labelled set (tests/retrieval/memories.jsonl, 241 memories of 4 users) is written
 through the product as scripts/eval_recall.py does (`running_product`: the app wired as
 `memledger serve` wires it, bundled e5 embedder, search cache off, a throwaway schema). A fake
-reranker (tests/rerank_server.py: a threaded http.server on 127.0.0.1, answering at once, or
-after --server-delay-ms) stands in for a real one, so what is measured is the stage's own cost:
-the request, the JSON both ways, the thread hop and the reordering. Each of --queries queries
-of tests/retrieval/queries.jsonl goes to `POST /tools/search_core_memories` once per variant,
-the variants alternated within each of --rounds rounds, after a warm-up pass (query vectors
-cached, connections open): `off` (the fused order), `tei` and `cohere` (the two request shapes,
-the first --top candidates reranked). Printed: p50 / p95 of each, and the difference to `off`;
-then the stage alone (`Reranker.rerank` of 10 candidates, in-process).
+reranker (tests/rerank_server.py: a threaded http.server on 127.0.0.1 in a process of its
+own, answering at once, or after --server-delay-ms) stands in for a real one, so what is
+measured is the stage's own cost: the request, the JSON both ways, the thread hop and the
+reordering. It scores the candidates in the order it gets them, and every search asks
+min_relevance 0, so each variant returns the same items in the same order: only the stage
+differs. Each of --queries queries of tests/retrieval/queries.jsonl goes to
+`POST /tools/search_core_memories` once per variant, the variants alternated within each of
+--rounds rounds, after a warm-up pass (query vectors cached, connections open): `off` (the
+fused order), `tei` and `cohere` (the two request shapes, the first --top candidates
+reranked). Printed: p50 / p95 of each and the difference to `off`, the mean time of the stage
+within those searches, and the stage alone (`Reranker.rerank` of 10 candidates, in-process).
 
     .venv/bin/python scripts/bench_rerank.py
     .venv/bin/python scripts/bench_rerank.py --rounds 5 --server-delay-ms 20 --json
@@ -24,9 +27,11 @@ import argparse
 import json
 import os
 import pathlib
+import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any, Final
 
 REPO_ROOT: Final = pathlib.Path(__file__).resolve().parent.parent
@@ -37,7 +42,6 @@ from retrieval.query import Query, Scored, SearchRow  # noqa: E402
 from retrieval.rerank import Reranker  # noqa: E402
 from retrieval.rerankers import HttpScorer  # noqa: E402
 from retrieval.search import MemorySearch  # noqa: E402
-from tests.rerank_server import fake_reranker  # noqa: E402
 
 SET: Final = REPO_ROOT / "tests" / "retrieval"
 VARIANTS: Final = ("off", "tei", "cohere")
@@ -56,16 +60,13 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     memories = _jsonl(SET / "memories.jsonl")
     queries = _jsonl(SET / "queries.jsonl")[: args.queries]
     budget = 2.0  # generous: the fake answers at once; a timeout would measure nothing
-    with running_product(args.database_url) as product, fake_reranker() as fake:
-        fake.delay = args.server_delay_ms / 1000
+    with running_product(args.database_url) as product, fake_server(args) as url:
         for memory in memories:
             product.create(memory)
         product.settle()
         plain = product.services.search
         rerankers = {
-            api: Reranker(
-                HttpScorer(fake.url, api=api, timeout=budget), top=args.top, budget=budget
-            )
+            api: Reranker(HttpScorer(url, api=api, timeout=budget), top=args.top, budget=budget)
             for api in ("tei", "cohere")
         }
         searches = {"off": plain} | {
@@ -75,7 +76,8 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
 
         def run(variant: str, query: dict[str, Any]) -> float:
             product.services.search = searches[variant]
-            return product.search(query["user"], query["workspace"], query["query"])[1]
+            # min_relevance 0: as many items with the reranker (0.99 .. 0.90) as without
+            return product.search(query["user"], query["workspace"], query["query"], 0.0)[1]
 
         for query in queries:  # warm-up: query vectors, matrices, connections
             for variant in VARIANTS:
@@ -101,6 +103,10 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
             api: {"applied": s.applied, "timeout": s.timeouts, "error": s.errors}
             for api, s in states.items()
         },
+        "stage_in_search_mean_ms": {
+            api: round(s.seconds / max(1, s.applied + s.timeouts + s.errors) * 1000, 2)
+            for api, s in states.items()
+        },
     }
     base = seconds["off"]
     for variant, values in seconds.items():
@@ -111,6 +117,21 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
             "added_p95_ms": round(_ms(values, 0.95) - _ms(base, 0.95), 2),
         }
     return report
+
+
+@contextmanager
+def fake_server(args: argparse.Namespace) -> Iterator[str]:
+    """The fake reranker in a process of its own, scoring in the order it is sent (the fused
+    order kept: the same items, only the stage differs); its URL."""
+    command = [sys.executable, "-m", "tests.rerank_server", "--descending"]
+    command += ["--delay-ms", str(args.server_delay_ms)]
+    server = subprocess.Popen(command, cwd=REPO_ROOT, stdout=subprocess.PIPE, text=True)
+    try:
+        assert server.stdout is not None
+        yield server.stdout.readline().strip()
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
 
 
 def _stage_alone(reranker: Reranker, count: int) -> dict[str, float]:
@@ -156,6 +177,7 @@ def render(report: dict[str, Any]) -> str:
         f"\nthe stage alone (tei, 10 candidates): p50 {stage['p50_ms']} ms,"
         f" p95 {stage['p95_ms']} ms"
     )
+    lines.append(f"the stage within the searches, mean: {report['stage_in_search_mean_ms']} ms")
     lines.append(f"outcomes: {report['outcomes']}")
     return "\n".join(lines)
 
