@@ -138,7 +138,6 @@ class Reranker:
         top: int = 10,
         budget: float = 0.3,
         retry_after: float = 30.0,
-        workers: int = 2,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if top < 1 or budget <= 0 or retry_after < 0:
@@ -152,7 +151,7 @@ class Reranker:
         self.clock = clock
         # An unbounded scorer's calls run here so a search can stop waiting; one past its budget
         # finishes on its own while the search goes on with the fused order.
-        self._pool = ThreadPoolExecutor(workers, thread_name_prefix="memledger-rerank")
+        self._pool = ThreadPoolExecutor(2, thread_name_prefix="memledger-rerank")
         self._lock = threading.Lock()
         self._down_until = -math.inf
         self._error: str | None = None
@@ -262,10 +261,6 @@ class Reranker:
             self.retry_after,
             extra={"request_id": context.current_request_id()},
         )
-
-    def close(self) -> None:
-        """Stop the calling threads (a call in flight finishes on its own)."""
-        self._pool.shutdown(wait=False, cancel_futures=True)
 
 
 class Reranked:

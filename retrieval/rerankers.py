@@ -6,7 +6,10 @@
   is recognised whichever was asked: a list of `{"index", "score"}` (TEI) or
   `{"results": [{"index", "relevance_score"}]}` (Cohere, Jina). The server is untrusted: its
   answer is read up to 1 MB within the timeout, every index must appear once, and the scores
-  are checked (retrieval.rerank.to_relevance); anything else is a RerankError.
+  are checked (retrieval.rerank.to_relevance); anything else is a RerankError, and past the
+  call's timeout (each read, and the whole answer) a RerankTimeout. Its calls keep their own
+  time, so the stage makes them in the search's thread. Errors never name the URL (it may
+  carry a key): /readyz shows them.
 - `CrossEncoderScorer`: a local sentence-transformers CrossEncoder folder, loaded on first use
   (or at start-up: `Reranker.warm_up`). sentence-transformers is the optional `rerank` extra
   (`pip install 'memledger[rerank]'`), not a dependency.
@@ -87,25 +90,22 @@ class HttpScorer:
                 "POST", self.url, json=body, timeout=httpx2.Timeout(timeout)
             ) as response:
                 if response.status_code != 200:
-                    raise RerankError(f"{self.url} answered HTTP {response.status_code}")
+                    raise RerankError(f"the reranker answered HTTP {response.status_code}")
                 data = bytearray()
                 for chunk in response.iter_bytes():
                     data += chunk
                     if len(data) > MAX_ANSWER_BYTES:
-                        raise RerankError(f"{self.url} answered more than {MAX_ANSWER_BYTES} B")
+                        raise RerankError(f"the reranker answered more than {MAX_ANSWER_BYTES} B")
                     if time.monotonic() > until:  # a trickle: each read in time, the whole not
-                        raise RerankTimeout(f"{self.url} took longer than {timeout:g} s")
+                        raise RerankTimeout(f"the reranker took longer than {timeout:g} s")
         except httpx2.TimeoutException:
-            raise RerankTimeout(f"{self.url}: no answer within {timeout:g} s") from None
+            raise RerankTimeout(f"no answer within {timeout:g} s") from None
         except httpx2.HTTPError as error:
-            raise RerankError(f"{self.url} failed: {type(error).__name__}") from None
+            raise RerankError(f"the reranker failed: {type(error).__name__}") from None
         try:
             return json.loads(data)
         except ValueError:
-            raise RerankError(f"{self.url} answered no JSON") from None
-
-    def close(self) -> None:
-        self._client.close()
+            raise RerankError("the reranker answered no JSON") from None
 
 
 def _in_order(answer: Any, count: int) -> list[Any]:
