@@ -96,7 +96,9 @@ def create_app(services: Services, *, max_lag: int = 1000) -> FastAPI:
         """200 when the ledger is reachable and projections lag at most `max_lag` events.
 
         Quarantined events (a projection set aside events it could not apply) leave it ready
-        but `degraded`, with the count per projection under `quarantined`.
+        but `degraded`, with the count per projection under `quarantined`; so do embeddings
+        off or failing (`embeddings`, search lexical) and a failing reranker (`reranker`,
+        searches keep the fused order).
         """
         retry_after = {"Retry-After": str(services.retry_after)}
         try:
