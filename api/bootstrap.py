@@ -236,7 +236,8 @@ def warm_search(embeddings: EmbeddingService, reranker: Reranker | None = None) 
     stderr first (stdout may be a protocol's), and so is a step that fails: search then goes
     on without it (lexical only, hybrid without the dictionary, or without the reranker).
     """
-    if reranker is not None:
+    # A local reranker model loads here; an endpoint is only asked in searches.
+    if reranker is not None and not reranker.scorer.bounded:
         _say(f"loading the reranker {reranker.scorer.name} before serving")
         if not reranker.warm_up():
             _say(f"the reranker is unavailable ({reranker.state().error}); search keeps its order")

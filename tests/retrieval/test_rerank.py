@@ -218,3 +218,11 @@ def test_a_reranker_without_its_endpoint_or_folder_is_refused(
 def test_an_unknown_kind_is_refused() -> None:
     with pytest.raises(ValueError, match="unknown reranker"):
         make_scorer("magic")
+
+
+def test_start_up_loads_nothing_for_an_endpoint(capsys: pytest.CaptureFixture[str]) -> None:
+    reranker = build_reranker(Settings(reranker="http", reranker_url="http://127.0.0.1:9/rerank"))
+    assert reranker is not None
+    warm_search(EmbeddingService(None), reranker)
+    assert "reranker" not in capsys.readouterr().err
+    assert reranker.state().available
