@@ -163,6 +163,12 @@ class Reranker:
         """What the search cache keys a reranked result on."""
         return f"rerank-1/{self.scorer.name}/{self.top}"
 
+    def asked(self) -> bool:
+        """Whether a search now would ask it (False while it is left alone after a failure):
+        the search cache looks up a result of the order a search would give."""
+        with self._lock:
+            return self.clock() >= self._down_until
+
     def state(self) -> RerankState:
         """A snapshot for /readyz and /metrics."""
         with self._lock:

@@ -290,7 +290,8 @@ class MemorySearch:
 
     def _version(self) -> str:
         model = self.vectors.model() if self.vectors is not None else None
-        rerank = f"/{self.reranker.version}" if self.reranker is not None else ""
+        reranker = self.reranker  # left alone after a failure: the fused order is looked up
+        rerank = f"/{reranker.version}" if reranker is not None and reranker.asked() else ""
         return f"{WEIGHTS.version}/{model or 'lexical'}{rerank}"
 
     def _search(

@@ -298,3 +298,16 @@ def test_the_cache_never_serves_a_fallback_as_a_reranked_result(
     assert reranked[0] == (expected[2][0], 0.99)
     asked = len(fake.requests)
     assert search(client, auth) == reranked and len(fake.requests) == asked  # a cache hit
+
+
+def test_while_the_reranker_is_left_alone_the_cache_serves_the_fused_result(
+    client: TestClient, auth: Auth, services: Services, fake: FakeReranker
+) -> None:
+    expected = fused(client, auth, services)
+    fake.status, fake.answer = 500, lambda body: b"{}"
+    reranker = http_reranker(fake)  # left alone for 30 s after a failure
+    services.search = MemorySearch(QueryCache(ttl=60), reranker=reranker)
+
+    assert search(client, auth) == expected  # the error: the fused order, cached as such
+    assert search(client, auth) == expected  # served from the cache, the reranker not asked
+    assert len(fake.requests) == 1 and outcomes(client)["skipped"] == 0.0
