@@ -23,6 +23,7 @@ from api.schemas.errors import ERROR_RESPONSES
 from api.services import Services
 from api.version import package_version
 from projections.worker import ProjectionWorker
+from retrieval.rerank import RerankState
 from retrieval.vectors.store import VectorReads
 
 __all__ = ["create_app"]
@@ -74,6 +75,7 @@ def create_app(services: Services, *, max_lag: int = 1000) -> FastAPI:
             quarantined=lambda: _quarantined(services),
             expired=services.reads.expired_count,
             embeddings=lambda: services.embeddings.state() if services.embeddings else None,
+            reranker=lambda: _reranker(services),
             unembedded=VectorReads(services.reads).without_vector,
         )
     )
@@ -94,7 +96,9 @@ def create_app(services: Services, *, max_lag: int = 1000) -> FastAPI:
         """200 when the ledger is reachable and projections lag at most `max_lag` events.
 
         Quarantined events (a projection set aside events it could not apply) leave it ready
-        but `degraded`, with the count per projection under `quarantined`.
+        but `degraded`, with the count per projection under `quarantined`; so do embeddings
+        off or failing (`embeddings`, search lexical) and a failing reranker (`reranker`,
+        searches keep the fused order).
         """
         retry_after = {"Retry-After": str(services.retry_after)}
         try:
@@ -142,8 +146,14 @@ def _quarantined(services: Services) -> dict[str, int]:
     return counts
 
 
+def _reranker(services: Services) -> RerankState | None:
+    reranker = services.search.reranker if services.search is not None else None
+    return reranker.state() if reranker is not None else None
+
+
 def _search_state(services: Services) -> dict[str, Any]:
-    """Hybrid or lexical search: degraded (still ready) when embeddings are off or failing."""
+    """Hybrid or lexical search: degraded (still ready) when embeddings are off or failing, or
+    when a configured reranker is failing (searches keep the fused order meanwhile)."""
     state = services.embeddings.state() if services.embeddings is not None else None
     if state is None or state.model_id is None:
         embeddings = {"status": "off", "model": None, "detail": "no embedder configured"}
@@ -151,8 +161,15 @@ def _search_state(services: Services) -> dict[str, Any]:
         embeddings = {"status": "ok", "model": state.model_id, "detail": None}
     else:
         embeddings = {"status": "failing", "model": state.model_id, "detail": state.error}
+    rerank = _reranker(services)
+    if rerank is None:
+        reranker = {"status": "off", "model": None, "detail": None}
+    else:
+        status = "ok" if rerank.available else "failing"
+        reranker = {"status": status, "model": rerank.name, "detail": rerank.error}
     return {
-        "degraded": embeddings["status"] != "ok",
+        "degraded": embeddings["status"] != "ok" or reranker["status"] == "failing",
         "search": "hybrid" if embeddings["status"] == "ok" else "lexical",
         "embeddings": embeddings,
+        "reranker": reranker,
     }

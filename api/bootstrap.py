@@ -28,6 +28,8 @@ from projections.worker import ProjectionWorker, ensure_tables
 from retrieval.cache import QueryCache, SearchKey
 from retrieval.glossary import shared_glossary
 from retrieval.hybrid import HybridSource
+from retrieval.rerank import Reranker
+from retrieval.rerankers import make_scorer
 from retrieval.search import Found, MemorySearch
 from retrieval.vectors.configured import make_embedder
 from retrieval.vectors.queue import FairQueue
@@ -40,6 +42,7 @@ __all__ = [
     "build_ledger",
     "build_pool",
     "build_read_pool",
+    "build_reranker",
     "build_services",
     "build_worker",
     "dev_secret",
@@ -205,14 +208,38 @@ def build_embeddings(settings: Settings) -> EmbeddingService:
     )
 
 
-def warm_search(embeddings: EmbeddingService) -> None:
+def build_reranker(settings: Settings) -> Reranker | None:
+    """The configured reranker stage (retrieval/rerank.py), or None when it is off."""
+    api_key = settings.reranker_api_key
+    budget = settings.reranker_budget_ms / 1000
+    scorer = make_scorer(
+        settings.reranker,
+        url=settings.reranker_url,
+        api=settings.reranker_api,
+        model=settings.reranker_model,
+        api_key=api_key.get_secret_value() if api_key else None,
+        scores=settings.reranker_scores,
+        timeout=budget,
+    )
+    if scorer is None:
+        return None
+    return Reranker(scorer, top=settings.reranker_top, budget=budget)
+
+
+def warm_search(embeddings: EmbeddingService, reranker: Reranker | None = None) -> None:
     """Load what the first search would otherwise load within its deadline: the embedding
-    model, the hubness background's vectors and the bilingual dictionary (seconds each).
+    model, the hubness background's vectors, the bilingual dictionary (seconds each) and
+    a local reranker model.
 
     `serve` and `memledger mcp` run this before they answer anything; each step is said on
     stderr first (stdout may be a protocol's), and so is a step that fails: search then goes
-    on without it (lexical only, or hybrid without the dictionary).
+    on without it (lexical only, hybrid without the dictionary, or without the reranker).
     """
+    # A local reranker model loads here; an endpoint is only asked in searches.
+    if reranker is not None and not reranker.scorer.bounded:
+        _say(f"loading the reranker {reranker.scorer.name} before serving")
+        if not reranker.warm_up():
+            _say(f"the reranker is unavailable ({reranker.state().error}); search keeps its order")
     if embeddings.model_id is None:  # the embedder is off: lexical search needs nothing
         return
     _say(f"loading the embedder {embeddings.model_id} and its hubness background before serving")
@@ -292,11 +319,15 @@ def build_services(
     embedding_worker: ProjectionWorker | None = None,
     *,
     read_pool: ConnectionPool[Any] | None = None,
+    reranker: Reranker | None = None,
 ) -> Services:
     """What the HTTP routes use: ledger, projection reads (through `read_pool`, see
     `build_read_pool`; the worker's status pool by default), metrics, JWT secret, audit, cache,
-    and the search engine (built here once, never per request)."""
+    and the search engine (built here once, never per request), with `reranker` (the one
+    `warm_search` loaded; by default the settings' own, `build_reranker`)."""
     cache: QueryCache[SearchKey, Found] = QueryCache(ttl=settings.search_cache_ttl)
+    if reranker is None:
+        reranker = build_reranker(settings)
     return Services(
         ledger=ledger,
         reads=Reads(read_pool or worker.status_pool, settings.db_schema),
@@ -313,7 +344,11 @@ def build_services(
         embedding_worker=embedding_worker,
         limits=UserLimits(settings.user_concurrency, settings.user_search_concurrency),
         max_concurrency=settings.max_concurrency,
-        search=MemorySearch(cache, vectors=HybridSource(embeddings) if embeddings else None),
+        search=MemorySearch(
+            cache,
+            vectors=HybridSource(embeddings) if embeddings else None,
+            reranker=reranker,
+        ),
     )
 
 

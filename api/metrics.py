@@ -8,6 +8,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from retrieval.rerank import RerankState
 from retrieval.vectors.service import EmbeddingState
 
 __all__ = ["Metrics", "StateCollector"]
@@ -88,12 +89,14 @@ class StateCollector(Collector):
         embeddings: Callable[[], EmbeddingState | None] = lambda: None,
         unembedded: Callable[[str | None], int] = lambda model: 0,
         quarantined: Callable[[], Mapping[str, int]] = dict,
+        reranker: Callable[[], RerankState | None] = lambda: None,
     ) -> None:
         self._lags = lags
         self._quarantined = quarantined
         self._expired = expired
         self._embeddings = embeddings
         self._unembedded = unembedded
+        self._reranker = reranker
 
     def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         lag = GaugeMetricFamily(
@@ -117,6 +120,7 @@ class StateCollector(Collector):
             value=self._expired(),
         )
         yield from _embedding_metrics(self._embeddings(), self._unembedded)
+        yield from _reranker_metrics(self._reranker())
 
 
 def _embedding_metrics(
@@ -175,4 +179,39 @@ def _embedding_metrics(
         "queries of users past MEMLEDGER_QUERY_EMBED_SHARE while the queue was busy: searches"
         " answered lexically",
         value=state.query_over_share,
+    )
+
+
+def _reranker_metrics(
+    state: RerankState | None,
+) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+    """How the reranker stage fares (nothing when it is off)."""
+    if state is None:
+        return
+    available = GaugeMetricFamily(
+        "memledger_reranker_available",
+        "1 while the reranker answers; 0 while it is failing (searches keep the fused order)",
+        labels=["model"],
+    )
+    available.add_metric([state.name], float(state.available))
+    yield available
+    outcomes = CounterMetricFamily(
+        "memledger_reranks",
+        "searches by what the reranker stage did: applied (its order), timeout (no answer within"
+        " MEMLEDGER_RERANKER_BUDGET_MS), error (failed or answered what cannot be trusted),"
+        " skipped (it failed in the last 30 s); all but applied keep the fused order",
+        labels=["outcome"],
+    )
+    for outcome, value in (
+        ("applied", state.applied),
+        ("timeout", state.timeouts),
+        ("error", state.errors),
+        ("skipped", state.skipped),
+    ):
+        outcomes.add_metric([outcome], value)
+    yield outcomes
+    yield CounterMetricFamily(
+        "memledger_rerank_seconds",
+        "time searches spent waiting for the reranker, whatever the outcome",
+        value=state.seconds,
     )

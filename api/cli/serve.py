@@ -48,6 +48,7 @@ def serve(
         build_embeddings,
         build_ledger,
         build_read_pool,
+        build_reranker,
         build_services,
         build_worker,
         jwt_secret,
@@ -68,7 +69,8 @@ def serve(
         fail(f"memledger: {error}")
     complete_shredding(ledger)
     embeddings = build_embeddings(settings)
-    warm_search(embeddings)  # not in the first search, within its deadline
+    reranker = build_reranker(settings)
+    warm_search(embeddings, reranker)  # not in the first search, within its deadline
     read_pool = build_read_pool(settings, url)
     projection_worker = build_worker(settings, ledger, url, embeddings, status_pool=read_pool)
     embedding_worker = build_embedding_worker(
@@ -100,6 +102,7 @@ def serve(
                         embeddings,
                         embedding_worker,
                         read_pool=read_pool,
+                        reranker=reranker,
                     ),
                     max_lag=settings.max_projection_lag,
                 )

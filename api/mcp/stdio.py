@@ -23,6 +23,7 @@ from api.bootstrap import (
     build_embedding_worker,
     build_embeddings,
     build_ledger,
+    build_reranker,
     build_services,
     build_worker,
     jwt_secret,
@@ -90,12 +91,15 @@ def _services(settings: Settings, *, worker: bool) -> Iterator[Services]:
     url = resolve_database_url(settings)
     ledger = build_ledger(settings, url)
     embeddings = build_embeddings(settings)
-    warm_search(embeddings)  # as `serve` does: the first search must not load them
+    reranker = build_reranker(settings)
+    warm_search(embeddings, reranker)  # as `serve` does: the first search must not load them
     workers = (
         build_worker(settings, ledger, url, embeddings),
         build_embedding_worker(settings, ledger, url, embeddings),
     )
-    services = build_services(settings, ledger, workers[0], embeddings, workers[1])
+    services = build_services(
+        settings, ledger, workers[0], embeddings, workers[1], reranker=reranker
+    )
     try:
         if worker:
             for each in workers:

@@ -1,6 +1,7 @@
 """scripts/_bootstrap.sh: scripts/serve (and migrate) get a virtualenv of their own with the
 project alone, plus the extras their settings ask for; scripts/test gets the development
-tools and every extra (issue 24: serving installed mypy, playwright and schemathesis).
+tools and every extra but rerank, whose torch is gigabytes (issue 24: serving installed mypy,
+playwright and schemathesis).
 
 Run on a copy of the script beside the real pyproject.toml, with a stand-in for Python that
 makes a virtualenv whose `pip` only records what it was asked to install: nothing installed.
@@ -74,6 +75,9 @@ def test_serving_installs_the_project_alone_in_its_own_virtualenv(checkout: Path
         ({"MEMLEDGER_OTEL": "True"}, ".[otel]"),
         ({"MEMLEDGER_OTEL": "off"}, "."),
         ({"MEMLEDGER_OTEL": "1"}, ".[otel]"),
+        ({"MEMLEDGER_RERANKER": "cross-encoder"}, ".[rerank]"),
+        ({"MEMLEDGER_RERANKER": "http"}, "."),
+        ({"MEMLEDGER_OTEL": "on", "MEMLEDGER_RERANKER": "cross-encoder"}, ".[otel,rerank]"),
     ],
 )
 def test_serving_adds_the_extras_its_settings_need(
