@@ -32,7 +32,7 @@ from api.schemas.tools import (
     UpdateResult,
 )
 from api.services import Services
-from retrieval.search import SearchItem
+from retrieval.budget import SearchItem
 from service.caller import Identity
 from service.tool_reads import SearchAsked, list_memories, search_memories
 from service.tool_writes import (

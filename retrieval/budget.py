@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from projections.views.search_terms import word_char
+from projections.tokens import word_char
 from retrieval.query import Scored, SearchRow
 
 __all__ = [

@@ -20,7 +20,8 @@ from domain.ledger.access import AccessHit
 from projections.views.active_memories import ActiveMemories
 from projections.views.search_terms import SearchTerms
 from projections.views.user_revisions import UserRevisions
-from retrieval.search import DEFAULT_LIMIT, SearchResult
+from retrieval.budget import SearchResult
+from retrieval.search import DEFAULT_LIMIT
 from service.caller import Identity
 from service.ports import Ports
 from service.reading import fresh_reads
