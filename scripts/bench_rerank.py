@@ -34,14 +34,14 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, Final
 
-REPO_ROOT: Final = pathlib.Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO_ROOT))
-from eval_recall import percentile, running_product  # noqa: E402  (this folder)
+from evaluation.product import running_product
+from evaluation.scoring import percentile
+from retrieval.query import Query, Scored, SearchRow
+from retrieval.rerank import Reranker
+from retrieval.rerankers import HttpScorer
+from retrieval.search import MemorySearch
 
-from retrieval.query import Query, Scored, SearchRow  # noqa: E402
-from retrieval.rerank import Reranker  # noqa: E402
-from retrieval.rerankers import HttpScorer  # noqa: E402
-from retrieval.search import MemorySearch  # noqa: E402
+REPO_ROOT: Final = pathlib.Path(__file__).resolve().parent.parent
 
 SET: Final = REPO_ROOT / "tests" / "retrieval"
 VARIANTS: Final = ("off", "tei", "cohere")
