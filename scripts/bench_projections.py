@@ -456,7 +456,18 @@ class Workload:
             expires_at=now + CANDIDATE_TTL,
         )
         tx.touch(candidate)
-        tx.fingerprints.append(Fingerprint(candidate_id, user, print_, target, "pending", now))
+        tx.fingerprints.append(
+            Fingerprint(
+                candidate_id,
+                user,
+                print_.value,
+                target,
+                "pending",
+                now,
+                print_.key_id,
+                print_.key_check,
+            )
+        )
         busy.add(candidate_id)
         self.pending.add(candidate_id, (candidate, print_))
         if target is not None:
@@ -508,7 +519,7 @@ class Workload:
         now = self.ledger.clock()
         tx.touch(memory, candidate)
         tx.fingerprints.append(
-            Fingerprint(candidate.id, candidate.user_id, print_, subject, "closed", now)
+            Fingerprint(candidate.id, candidate.user_id, print_.value, subject, "closed", now)
         )
         busy.update((memory.id, candidate.id))
         self.pending.remove(candidate.id)
@@ -535,7 +546,12 @@ class Workload:
         tx.uncache.append(candidate.id)
         tx.fingerprints.append(
             Fingerprint(
-                candidate.id, candidate.user_id, print_, candidate.target_memory_id, "rejected", now
+                candidate.id,
+                candidate.user_id,
+                print_.value,
+                candidate.target_memory_id,
+                "rejected",
+                now,
             )
         )
         busy.add(candidate.id)
