@@ -12,6 +12,8 @@ COPY projections ./projections
 COPY retrieval ./retrieval
 COPY migration ./migration
 COPY replay ./replay
+COPY service ./service
+COPY evaluation ./evaluation
 COPY api ./api
 RUN pip install . && useradd --system --home-dir /app memledger
 
