@@ -94,18 +94,14 @@ export class Api {
   rejectCandidate(id) {
     return this.request("POST", `me/memory-candidates/${encodeURIComponent(id)}/reject`);
   }
-  /** Which optional endpoints this server has (from its OpenAPI): {search, changes}. */
+  /** Which optional endpoints this server has (from its OpenAPI): {changes}. */
   async features() {
     try {
       const response = await fetch(new URL("openapi.json", ROOT), { cache: "no-store", credentials: "omit" });
       const paths = response.ok ? (await response.json()).paths || {} : {};
-      const listing = paths["/me/core-memories"]?.get?.parameters || [];
-      return {
-        search: listing.some((p) => p.name === "q" && p.in === "query"),
-        changes: Boolean(paths["/me/changes"]?.get),
-      };
+      return { changes: Boolean(paths["/me/changes"]?.get) };
     } catch {
-      return { search: false, changes: false };
+      return { changes: false };
     }
   }
   /**

@@ -23,7 +23,7 @@ const VIEWS = {
 
 const ctx = {
   api: null,
-  features: { search: false, changes: false }, // optional endpoints this server has
+  features: { changes: false }, // optional endpoints this server has
   route: parseRoute(""),
   view: "memories",
   memoryId: null, // the memory open in the memory or history view

@@ -1,5 +1,5 @@
-// The memory list: the owner's search (GET /me/core-memories?q=), server-side filters and cursor
-// pages, create. Search and filters live in the URL (#/memories?q=…&status=…).
+// The memory list: the owner's search (GET /me/core-memories?q=: by meaning, best match first),
+// server-side filters and cursor pages, create. Search and filters live in the URL (#/memories?q=…&status=…).
 
 import { createDialog } from "./create.js";
 import { field, h, mount, select } from "./dom.js";
@@ -23,24 +23,11 @@ function listState(ctx) {
   return ctx.lists.memories;
 }
 
-/** Server search when the server has it; otherwise the list, searched below over loaded pages. */
-function serverQuery(ctx) {
-  const { q, ...filters } = ctx.route.query;
-  return ctx.features.search && q ? { ...filters, q } : filters;
-}
-
 async function loadPage(ctx, state, more) {
-  const { data } = await ctx.api.listMemories(serverQuery(ctx), more ? state.next : null);
+  const { data } = await ctx.api.listMemories(ctx.route.query, more ? state.next : null);
   state.items = more ? [...state.items, ...data.items] : data.items;
   state.next = data.next_cursor;
   state.loaded = true;
-}
-
-function matches(memory, query) {
-  if (!query) return true;
-  const needle = query.toLocaleLowerCase();
-  return [memory.memory_key, memory.content, t(`category.${memory.category}`)]
-    .some((text) => text.toLocaleLowerCase().includes(needle));
 }
 
 export async function renderMemories(ctx, main) {
@@ -53,8 +40,7 @@ export async function renderMemories(ctx, main) {
     }
   }
   const { q = "", ...filters } = ctx.route.query;
-  const localSearch = Boolean(q) && !ctx.features.search;
-  const shown = localSearch ? state.items.filter((m) => matches(m, q)) : state.items;
+  const shown = state.items;
 
   ctx.refresher = async () => {
     const before = JSON.stringify(state.items);
@@ -79,16 +65,14 @@ export async function renderMemories(ctx, main) {
     ),
     searchForm(ctx, q, filters),
     filterForm(ctx, q, filters),
-    h("p", { class: "count", id: "memory-count" }, countText(ctx, q, shown.length, state.items.length)),
+    h("p", { class: "count", id: "memory-count" }, countText(q, shown.length)),
     shown.length ? table(ctx, shown) : emptyState(q, filters),
     more(ctx, state),
   );
 }
 
-function countText(ctx, q, shown, loaded) {
-  if (!q) return t("memories.count", { loaded });
-  if (ctx.features.search) return tn("memories.found", shown, { q });
-  return t("memories.count_search", { shown, loaded });
+function countText(q, loaded) {
+  return q ? tn("memories.found", loaded, { q }) : t("memories.count", { loaded });
 }
 
 /** Three different nothings: an empty account, no match for the search, no match for filters. */
@@ -114,7 +98,6 @@ function searchForm(ctx, q, filters) {
     autocomplete: "off",
     "data-focus-key": "search",
   });
-  const hint = ctx.features.search ? t("search.hint") : t("search.hint_loaded");
   return h(
     "form",
     {
@@ -130,7 +113,7 @@ function searchForm(ctx, q, filters) {
     h(
       "div",
       { class: "row" },
-      field(t(ctx.features.search ? "search.label" : "search.label_loaded"), input, hint),
+      field(t("search.label"), input, t("search.hint")),
       h("button", { type: "submit", "data-focus-key": "search-submit" }, t("search.submit")),
       q
         ? h(
