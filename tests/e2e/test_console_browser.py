@@ -380,3 +380,39 @@ def test_a_replacement_candidate_edited_and_accepted_becomes_a_new_version(
     expect(versions.last).to_contain_text(t("history.change.create.user_api"))
     assert j.api.get(f"/me/core-memories/{memory['memory_id']}").json()["revision"] == 2
     assert j.problems == []
+
+
+def test_the_page_follows_the_change_feed(journey: Callable[..., Journey]) -> None:
+    """Changes made elsewhere (an agent, another tab) appear without a reload: the console follows
+    GET /me/changes as a stream and redraws the screen it shows."""
+    j = journey("en")
+    t, page = j.t, j.page
+    seed(j)
+    page.goto(console_link(j.base_url, j.token))
+    expect(page.locator("tbody tr")).to_have_count(2)
+
+    body = {"memory_key": "editor", "content": "Uses vim", "category": "fact"}
+    made = j.agent.post("/tools/save_core_memory", json=body | {"scope_type": "global"})
+    assert made.json()["status"] == "created", made.text
+    expect(page.locator("tbody tr")).to_have_count(3)
+    expect(page.locator("tbody")).to_contain_text("Uses vim")
+
+    memory = made.json()["memory"]
+    j.link("memories.open_named", key="editor").click()
+    facts = page.locator("dl.facts")
+    expect(facts).to_contain_text("Uses vim")
+    changed = j.api.patch(
+        f"/me/core-memories/{memory['memory_id']}",
+        json={"expected_revision": 1, "content": "Uses Helix"},
+    )
+    assert changed.status_code == 200
+    expect(facts).to_contain_text("Uses Helix")
+
+    j.link("nav.candidates").click()
+    expect(page.locator("#candidates-empty")).to_be_visible()
+    proposal = {"memory_key": "pace", "content": "Likes short lessons", "category": "preference"}
+    answer = j.agent.post("/tools/propose_core_memory", json=proposal | {"scope_type": "global"})
+    assert answer.json()["status"] == "candidate_created", answer.text
+    expect(page.locator("li.candidate")).to_have_count(1)
+    expect(page.locator("#candidate-count")).to_have_text(t.n("candidates.count", 1))
+    assert j.problems == []

@@ -186,6 +186,7 @@ def test_the_owners_journey_holds_its_layout_and_its_place(
     j.button("search.submit").click()
     expect(page).to_have_url(re.compile(r"#/memories\?q="))
     rows = page.locator("tbody tr")
+    expect(page.locator("#memory-count")).to_contain_text(query)  # the results are in
     expect(rows.first).to_contain_text(found_key)
     expect(page.locator("#memory-count")).to_have_text(t.n("memories.found", rows.count(), q=query))
     measured(j, "search")
