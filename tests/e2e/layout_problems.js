@@ -4,7 +4,7 @@
 // - text set in a column narrower than two characters (lines of one character where the text has
 //   more: 偏好 in a squeezed table column);
 // - a word broken across lines (a Latin word, an id, or a short label such as 偏好 or 打开) when
-//   it would fit on a line of its own. A key may wrap after an underscore (explanation_/style). Running Chinese text may wrap between any two characters.
+//   it would fit on a line of its own. A key may wrap after an underscore (explanation_/style), a compound after its hyphen. Running Chinese text may wrap between any two characters.
 () => {
   const width = document.documentElement.clientWidth;
   const problems = [];
@@ -60,7 +60,7 @@
       problems.push(`"${text.trim().slice(0, 30)}" in ${name(el)} is set in a column ${Math.round(all.widest)}px wide (font ${size}px)`);
       continue;
     }
-    const words = /[\p{Script=Han}]{2,6}|[A-Za-z0-9’'-]{2,}/gu;
+    const words = /[\p{Script=Han}]{2,6}|[A-Za-z0-9’']{2,}/gu;
     const shortLabel = chars <= 6 && !/\s/.test(text.trim());
     for (const match of shortLabel ? [[text.trim(), text.indexOf(text.trim())]] : text.matchAll(words)) {
       const word = match[0];
