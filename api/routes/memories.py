@@ -11,6 +11,7 @@ from uuid import UUID
 from fastapi import APIRouter, Path, Query, Request, Response, status
 
 from api.deps import CurrentIdentity, MinPosition, ServicesDep
+from api.openapi_examples import SCHEMA_EXAMPLES
 from api.schemas.memories import (
     Category,
     MemoryCreate,
@@ -44,7 +45,22 @@ _LOCATION = {
 @router.get(
     "",
     response_model=MemoryPage | MemorySearchPage,
-    responses={200: {"description": "a page of memories; with `q`, by relevance"}},
+    responses={
+        200: {
+            "description": "a page of memories; with `q`, by relevance",
+            "content": {
+                "application/json": {
+                    "examples": {
+                        "list": {"value": SCHEMA_EXAMPLES["MemoryPage"]},
+                        "search": {
+                            "summary": "with q: each memory with its relevance",
+                            "value": SCHEMA_EXAMPLES["MemorySearchPage"],
+                        },
+                    }
+                }
+            },
+        }
+    },
 )
 def list_memories(
     identity: CurrentIdentity,

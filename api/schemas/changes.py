@@ -3,29 +3,19 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Final
 from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from projections.views.audit_log import CHANGE_TYPES
 
-__all__ = ["CHANGE_EXAMPLE", "Change", "ChangePage"]
-
-CHANGE_EXAMPLE: Final = {
-    "cursor": "WyJjMSIsNDJd",
-    "event_type": "memory.updated",
-    "memory_id": "6f1c2a9e-8d4b-4f57-9a0e-3c2d1b0a9f87",
-    "candidate_id": None,
-    "revision": 2,
-    "occurred_at": "2026-12-03T09:30:00Z",
-}
+__all__ = ["Change", "ChangePage"]
 
 
 class Change(BaseModel):
     """One change of one of the caller's memories or candidates."""
 
-    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [CHANGE_EXAMPLE]})
+    model_config = ConfigDict(extra="forbid")
 
     cursor: str = Field(
         description="opaque: pass it back as `after` (or `Last-Event-ID`) to read on from here"
