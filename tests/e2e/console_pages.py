@@ -118,6 +118,6 @@ def _client(base_url: str, token: str) -> Any:
     return httpx2.Client(
         base_url=base_url,
         headers={"Authorization": f"Bearer {token}"},
-        timeout=20.0,
+        timeout=60.0,
         trust_env=False,
     )

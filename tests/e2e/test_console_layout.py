@@ -33,6 +33,9 @@ if not chromium_available() and not os.environ.get("CI"):
 pytestmark = pytest.mark.integration
 
 WIDTHS = [390, 1280]
+SEARCHING = 30_000
+"""How long (ms) a search may take in the page: it embeds the query on a CPU shared with the
+projections' embedding and other test processes."""
 LANGS = ["en", "zh"]
 CONVERSATION = "conv-2026-12-03-tutoring"
 MEMORIES = {
@@ -186,7 +189,7 @@ def test_the_owners_journey_holds_its_layout_and_its_place(
     j.button("search.submit").click()
     expect(page).to_have_url(re.compile(r"#/memories\?q="))
     rows = page.locator("tbody tr")
-    expect(page.locator("#memory-count")).to_contain_text(query)  # the results are in
+    expect(page.locator("#memory-count")).to_contain_text(query, timeout=SEARCHING)  # results in
     expect(rows.first).to_contain_text(found_key)
     expect(page.locator("#memory-count")).to_have_text(t.n("memories.found", rows.count(), q=query))
     measured(j, "search")
@@ -273,7 +276,7 @@ def test_an_empty_account_no_match_and_no_candidates_read_differently(
 
     remember(j, lang)
     page.goto(f"{j.base_url}/console/#/memories?q=zzzz-nothing")
-    expect(empty).to_have_text(t("memories.empty_search", q="zzzz-nothing"))
+    expect(empty).to_have_text(t("memories.empty_search", q="zzzz-nothing"), timeout=SEARCHING)
     page.goto(f"{j.base_url}/console/#/memories?status=suppressed")
     expect(empty).to_have_text(t("memories.empty_filtered"))
     expect(page.get_by_label(t("filter.status"))).to_have_value("suppressed")
