@@ -34,6 +34,7 @@ OPERATION_IDS: Final[dict[tuple[str, str], str]] = {
     ("GET", "/me/core-memories"): "listMemories",
     ("POST", "/me/core-memories"): "createMemory",
     ("GET", "/me/core-memories/{memory_id}"): "getMemory",
+    ("GET", "/me/changes"): "listChanges",
     ("PATCH", "/me/core-memories/{memory_id}"): "updateMemory",
     ("DELETE", "/me/core-memories/{memory_id}"): "forgetMemory",
     ("POST", "/me/core-memories/{memory_id}/suppress"): "suppressMemory",

@@ -8,6 +8,7 @@ against its schema, so an example cannot drift from the model it illustrates.
 
 from __future__ import annotations
 
+import json
 from typing import Any, Final
 
 __all__ = ["OPERATION_EXAMPLES", "SCHEMA_EXAMPLES"]
@@ -86,9 +87,35 @@ _AS_OF_MEMORY: Final[dict[str, Any]] = {
     "redacted": True,
 }
 
+_FOUND: Final[dict[str, Any]] = {**MEMORY, "relevance": 0.92}
+
+_CHANGE: Final[dict[str, Any]] = {
+    "cursor": "WyJjMSIsNDJd",
+    "event_type": "memory.updated",
+    "memory_id": _MEMORY_ID,
+    "candidate_id": None,
+    "revision": 2,
+    "occurred_at": "2026-06-01T12:10:00Z",
+}
+
 SCHEMA_EXAMPLES: Final[dict[str, Any]] = {
     "MemoryOut": MEMORY,
     "MemoryPage": {"items": [MEMORY], "next_cursor": None},
+    "MemoryFound": _FOUND,
+    "MemorySearchPage": {"items": [_FOUND], "next_cursor": "WyJxMSIsMC45MiwiNWYwYyJd"},
+    "Change": _CHANGE,
+    "ChangePage": {
+        "items": [
+            _CHANGE,
+            {
+                **_CHANGE,
+                "cursor": "WyJjMSIsNDNd",
+                "event_type": "memory.deleted",
+                "occurred_at": "2026-06-01T12:11:00Z",
+            },
+        ],
+        "next_after": "WyJjMSIsNDNd",
+    },
     "VersionOut": _VERSION,
     "VersionList": {
         "items": [
@@ -170,6 +197,13 @@ OPERATION_EXAMPLES: Final[dict[str, dict[str, Any]]] = {
     },
     "listTools": {"application/json": [SCHEMA_EXAMPLES["ToolSpec"]]},
     "getHealth": {"application/json": {"status": "ok"}},
+    "listChanges": {
+        "text/event-stream": (
+            ": ping - 2026-06-01 12:10:00+00:00\r\n\r\n"
+            "id: WyJjMSIsNDJd\r\nevent: memory.updated\r\n"
+            f"data: {json.dumps(_CHANGE, separators=(',', ':'))}\r\n\r\n"
+        )
+    },
     "getReadiness": {
         "application/json": {
             "status": "ready",

@@ -54,6 +54,7 @@ class Product:
     embedder: str = EMBEDDER
     ids: dict[str, str] = field(default_factory=dict)  # label -> memory_id
     labels: dict[str, str] = field(default_factory=dict)  # memory_id -> label
+    _keys: dict[tuple[str, str], set[str]] = field(default_factory=dict)
 
     def create(self, memory: Mapping[str, Any], user: str | None = None) -> str:
         """POST the memory as its user (or as `user`); its memory_id."""
@@ -90,6 +91,48 @@ class Product:
             raise RuntimeError(f"search {query!r}: HTTP {response.status_code}: {response.text}")
         items = response.json()["items"]
         return [str(i["memory_id"]) for i in items], seconds, [i["relevance"] for i in items]
+
+    def owner_search(self, user: str, workspace: str, query: str) -> tuple[list[str], float]:
+        """The owner's search (`GET /me/core-memories?q=`) over what an agent in `workspace`
+        sees: a page of `global` and one of the workspace, merged by relevance, a global
+        memory whose key the workspace holds left out (the agent's view hides it); the first
+        five memory_ids and the requests' seconds. Equal to `search` when the owner's ranking
+        is the agent's."""
+        started = time.perf_counter()
+        items: list[dict[str, Any]] = []
+        for scope in ({"scope_type": "global"}, {"scope_type": "workspace"}):
+            if scope["scope_type"] == "workspace":
+                scope = {**scope, "workspace_type": workspace}
+            params = {"q": query, "status": "active", "limit": 20, **scope}
+            response = self.client.get(CREATE_PATH, params=params, headers=self._auth(user))
+            if response.status_code != 200:
+                raise RuntimeError(f"owner search {query!r}: HTTP {response.status_code}")
+            items += response.json()["items"]
+        seconds = time.perf_counter() - started
+        held = self._workspace_keys(user, workspace)
+        shown = [i for i in items if i["scope_type"] == "workspace" or i["memory_key"] not in held]
+        shown.sort(key=lambda i: -i["relevance"])  # stable: each scope's own order on ties
+        return [str(i["memory_id"]) for i in shown[:5]], seconds
+
+    def _workspace_keys(self, user: str, workspace: str) -> set[str]:
+        """The keys of the user's active memories in the workspace (they hide global ones)."""
+        if (user, workspace) not in self._keys:
+            keys: set[str] = set()
+            params: dict[str, Any] = {
+                "scope_type": "workspace",
+                "workspace_type": workspace,
+                "status": "active",
+                "limit": 200,
+            }
+            while True:
+                page = self.client.get(CREATE_PATH, params=params, headers=self._auth(user))
+                body = page.json()
+                keys |= {i["memory_key"] for i in body["items"]}
+                if not body["next_cursor"]:
+                    break
+                params["cursor"] = body["next_cursor"]
+            self._keys[(user, workspace)] = keys
+        return self._keys[(user, workspace)]
 
     def _auth(self, user: str, workspace: str | None = None) -> dict[str, str]:
         return {"Authorization": f"Bearer {mint_token(self.secret, user, workspace=workspace)}"}

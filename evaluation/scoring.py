@@ -88,8 +88,11 @@ def report_of(rows: Sequence[tuple[Mapping[str, Any], list[str]]]) -> dict[str, 
     }
 
 
-def evaluate(product: Product, data: RecallSet, splits: Sequence[str]) -> dict[str, Any]:
-    """Load, settle, run the product and both baselines; the report per split."""
+def evaluate(
+    product: Product, data: RecallSet, splits: Sequence[str], *, owner: bool = False
+) -> dict[str, Any]:
+    """Load, settle, run the product and both baselines; the report per split. `owner`: the
+    owner's search over each query's agent view too (`Product.owner_search`, ranker `owner`)."""
     started = time.monotonic()
     for memory in data.memories.values():
         product.create(memory)
@@ -106,6 +109,12 @@ def evaluate(product: Product, data: RecallSet, splits: Sequence[str]) -> dict[s
         latency[q["id"]] = seconds
         ids, _, relevance = product.search(q["user"], q["workspace"], q["query"], 0.0)
         every[q["id"]] = ([product.labels.get(i, f"unknown:{i}") for i in ids], relevance)
+    if owner:
+        returned["owner"] = {}
+        for q in data.queries:
+            ids, seconds = product.owner_search(q["user"], q["workspace"], q["query"])
+            returned["owner"][q["id"]] = [product.labels.get(i, f"unknown:{i}") for i in ids]
+            latency[f"owner:{q['id']}"] = seconds
     texts = data.texts()
     services = product.services
     plain = services.embeddings

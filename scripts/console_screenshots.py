@@ -2,12 +2,14 @@
 
 Starts the app in-process (uvicorn on a free loopback port) over a throwaway schema `bench_<hex>`
 (dropped at the end), seeds two users through the public API (an English one, a Chinese one),
-and drives Debian's /usr/bin/chromium with Playwright, exactly as the browser tests do:
+and drives Debian's /usr/bin/chromium with Playwright, exactly as the browser tests do, at 1280 and
+390 px in English and Chinese (`<screen>-<lang>-<width>.png`), measuring each screen's layout as
+the tests do before saving it:
 
     PYTHONPATH=$PWD .venv/bin/python scripts/console_screenshots.py [--out docs/screenshots]
 
 Without --database-url: MEMLEDGER_DATABASE_URL, else an embedded server in .memledger/.
-The Chinese screenshot needs a CJK font (Debian: fonts-noto-cjk).
+The Chinese screenshots need a CJK font (Debian: fonts-noto-cjk).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import argparse
 import os
 import pathlib
+import re
 import secrets
 import shutil
 import subprocess
@@ -34,17 +37,23 @@ from api.settings import Settings
 from api.tokens import mint_token
 from domain.ledger.keyring import generate_master_key
 from tests.e2e.console_harness import launch_chromium, serving
+from tests.e2e.console_pages import LAYOUT_PROBLEMS
 
+WIDTHS = (1280, 390)
+LANGS = ("en", "zh")
+# (name, languages, widths): the journey's screens at both widths in both languages, the rest once.
 SCREENS = (
-    "list",
-    "detail-history",
-    "edit-conflict",
-    "forget-confirm",
-    "candidates",
-    "settings",
-    "list-zh",
+    ("list", LANGS, WIDTHS),
+    ("search", LANGS, WIDTHS),
+    ("memory", LANGS, WIDTHS),
+    ("history", LANGS, WIDTHS),
+    ("candidates", LANGS, WIDTHS),
+    ("forget-confirm", ("en",), WIDTHS),
+    ("edit-conflict", ("en",), (1280,)),
+    ("settings", ("zh",), (390,)),
 )
-VIEWPORT = {"width": 1200, "height": 760}
+HEIGHT = {1280: 800, 390: 844}
+LOCALES = {"en": "en-GB", "zh": "zh-CN"}
 
 ENGLISH = [
     ("explanation_style", "Worked examples first, then the definition", "preference", "learning"),
@@ -61,11 +70,18 @@ CHINESE = [
     ("schedule", "工作日晚上八点以后才有空。", "constraint", None),
     ("research_topic", "研究方向是检索增强生成的评测。", "background", "research"),
 ]
-PROPOSALS = [
-    ("pace", "Prefers 20-minute lessons with a short quiz at the end", "preference"),
-    ("timezone", "Lives in Berlin (CET)", "background"),
-    ("nickname", "Likes to be called Sam", "fact"),
-]
+PROPOSALS = {
+    "en": [
+        ("explanation_style", "Definitions first, then one short example", "preference"),
+        ("timezone", "Lives in Berlin (CET)", "background"),
+    ],
+    "zh": [
+        ("explanation_style", "先看定义，再看一个简短的例子。", "preference"),  # noqa: RUF001
+        ("timezone", "住在上海，使用北京时间。", "background"),  # noqa: RUF001
+    ],
+}
+SEARCHES = {"en": "peanuts", "zh": "日语考试"}
+CONVERSATION = "conv-2026-12-03-tutoring"
 
 
 class User:
@@ -123,70 +139,96 @@ def app_server(database_url: str) -> Iterator[tuple[str, str]]:
 
 
 def shoot(page: Page, out: pathlib.Path, name: str, full: bool = False) -> None:
+    """Save the screen, after measuring it as the browser tests do (fails on a broken layout)."""
     page.wait_for_timeout(150)  # let the status region and focus settle
+    problems = page.evaluate(LAYOUT_PROBLEMS)
+    if problems:
+        raise SystemExit(f"{name}: broken layout: {problems}")
     path = out / f"{name}.png"
     page.screenshot(path=str(path), full_page=full)
-    print(f"{path} {path.stat().st_size // 1024} KiB")
+    print(f"{path} {path.stat().st_size // 1024} KiB, layout measured: no problems")
 
 
-def english_screens(browser: Any, url: str, secret: str, out: pathlib.Path) -> None:
-    sam = User(url, secret, "sam")
-    ids = sam.remember(ENGLISH)
-    sam.patch(ids["explanation_style"], 1, "Examples first, please")
-    sam.patch(ids["explanation_style"], 2, "Worked examples first, then the definition")
-    for key, content, category in PROPOSALS:
-        body = {"memory_key": key, "content": content, "category": category, "scope_type": "global"}
-        sam.agent.post("/tools/propose_core_memory", json=body).raise_for_status()
+def wanted(screen: str, lang: str, width: int) -> bool:
+    return any(s == screen and lang in langs and width in widths for s, langs, widths in SCREENS)
 
-    context = browser.new_context(locale="en-GB", viewport=VIEWPORT)
+
+def screens(browser: Any, url: str, secret: str, out: pathlib.Path, lang: str, width: int) -> None:
+    """One user's console (a fresh one per language and width), screen by screen, by URL."""
+    user = User(url, secret, f"{lang}-{width}")
+    ids = user.remember(ENGLISH if lang == "en" else CHINESE)
+    first = (ENGLISH if lang == "en" else CHINESE)[0][1]
+    user.patch(
+        ids["explanation_style"],
+        1,
+        "Examples first, please" if lang == "en" else "请先给我看例子。",
+    )
+    user.patch(ids["explanation_style"], 2, first)
+    for key, content, category in PROPOSALS[lang]:
+        # explanation_style is a learning memory: proposing it there makes a replacement
+        scope = "workspace" if key == "explanation_style" else "global"
+        body = {"memory_key": key, "content": content, "category": category, "scope_type": scope}
+        body["source_conversation_id"] = CONVERSATION
+        user.agent.post("/tools/propose_core_memory", json=body).raise_for_status()
+
+    context = browser.new_context(
+        locale=LOCALES[lang], viewport={"width": width, "height": HEIGHT[width]}
+    )
+    context.add_init_script(f"localStorage.setItem('memledger.console.lang', '{lang}')")
     page = context.new_page()
-    page.goto(console_link(url, sam.token))
+    suffix = f"{lang}-{width}"
+    console = f"{url}/console/"
+    page.goto(console_link(url, user.token))
     page.wait_for_selector("table.memories")
-    shoot(page, out, "list")
+    if wanted("list", lang, width):
+        shoot(page, out, f"list-{suffix}")
+    page.locator("input[type=search]").fill(SEARCHES[lang])
+    page.locator("form[role=search] button[type=submit]").click()
+    page.wait_for_url(re.compile(r"q="))
+    page.wait_for_selector("table.memories, #memories-empty")
+    if wanted("search", lang, width):
+        shoot(page, out, f"search-{suffix}")
 
-    page.get_by_role("button", name="Open explanation_style", exact=True).click()
+    memory = f"{console}#/memories/{ids['explanation_style']}"
+    page.goto(memory)
+    page.wait_for_selector("dl.facts")
+    if wanted("memory", lang, width):
+        shoot(page, out, f"memory-{suffix}", full=True)
+    page.goto(f"{memory}/history")
     page.wait_for_selector("ol.versions")
-    shoot(page, out, "detail-history", full=True)
+    if wanted("history", lang, width):
+        shoot(page, out, f"history-{suffix}", full=True)
+    page.goto(f"{console}#/candidates")
+    page.wait_for_selector("li.candidate .version-box.current")
+    if wanted("candidates", lang, width):
+        shoot(page, out, f"candidates-{suffix}", full=True)
 
-    page.get_by_role("button", name="Edit", exact=True).click()
-    page.get_by_label("Content").fill("Worked examples first; skip the proofs")
-    sam.patch(ids["explanation_style"], 3, "Examples first, and a summary at the end")
-    page.get_by_role("button", name="Save changes").click()
-    page.wait_for_selector("section.conflict")
-    page.locator("section.conflict").scroll_into_view_if_needed()
-    shoot(page, out, "edit-conflict", full=True)
-    page.get_by_role("button", name="Discard my edit").click()
-
-    page.get_by_role("button", name="Forget…").click()
-    page.wait_for_selector("dialog[open]")
-    shoot(page, out, "forget-confirm")
-    page.keyboard.press("Escape")
-
-    page.get_by_role("button", name="Candidates", exact=True).click()
-    page.wait_for_selector("li.candidate")
-    shoot(page, out, "candidates", full=True)
-
-    page.get_by_role("button", name="Settings", exact=True).click()
-    page.wait_for_selector("form fieldset")
-    shoot(page, out, "settings")
-    context.close()
-
-
-def chinese_screens(browser: Any, url: str, secret: str, out: pathlib.Path) -> None:
-    li = User(url, secret, "li")
-    li.remember(CHINESE)
-    context = browser.new_context(locale="zh-CN", viewport=VIEWPORT)
-    page = context.new_page()
-    page.goto(console_link(url, li.token))
-    page.wait_for_selector("table.memories")
-    shoot(page, out, "list-zh")
+    page.goto(memory)
+    page.wait_for_selector("dl.facts")
+    if wanted("edit-conflict", lang, width):
+        page.locator('[data-focus-key="edit"]').click()
+        page.locator("#edit-content").fill("Worked examples first; skip the proofs")
+        user.patch(ids["explanation_style"], 3, "Examples first, and a summary at the end")
+        page.locator('[data-focus-key="save"]').click()
+        page.wait_for_selector("section.conflict")
+        shoot(page, out, f"edit-conflict-{suffix}", full=True)
+        page.locator('[data-focus-key="discard"]').click()
+    if wanted("forget-confirm", lang, width):
+        page.locator('[data-focus-key="forget"]').click()
+        page.wait_for_selector("dialog[open]")
+        shoot(page, out, f"forget-confirm-{suffix}")
+        page.keyboard.press("Escape")
+    if wanted("settings", lang, width):
+        page.goto(f"{console}#/settings")
+        page.wait_for_selector("form fieldset")
+        shoot(page, out, f"settings-{suffix}")
     context.close()
 
 
 def optimise(out: pathlib.Path) -> None:
     """Shrink the PNGs losslessly when optipng is installed."""
     if shutil.which("optipng"):
-        pngs = [str(out / f"{name}.png") for name in SCREENS]
+        pngs = [str(path) for path in out.glob("*.png")]
         subprocess.run(["optipng", "-quiet", "-o2", *pngs], check=True)
 
 
@@ -200,8 +242,9 @@ def main(argv: list[str] | None = None) -> int:
     with app_server(database_url) as (url, secret), sync_playwright() as playwright:
         browser = launch_chromium(playwright)
         try:
-            english_screens(browser, url, secret, args.out)
-            chinese_screens(browser, url, secret, args.out)
+            for lang in LANGS:
+                for width in WIDTHS:
+                    screens(browser, url, secret, args.out, lang, width)
         finally:
             browser.close()
     optimise(args.out)

@@ -68,9 +68,46 @@ def test_both_languages_have_the_same_strings_and_every_literal_key_used_exists(
     en, zh = (dictionary(lang) for lang in LANGUAGES)
     assert set(en) == set(zh)
     for key in en:
-        assert set(re.findall(r"\{\w+\}", en[key])) == set(re.findall(r"\{\w+\}", zh[key])), key
+        placeholders = [set(re.findall(r"\{\w+\}", text[key])) for text in (en, zh)]
+        if key.endswith(".one"):  # "1 candidate" needs no {count}
+            placeholders = [names - {"{count}"} for names in placeholders]
+        assert placeholders[0] == placeholders[1], key
         assert en[key] and zh[key], key
     used = {
         key for source in scripts().values() for key in re.findall(r'\bt\(\s*"([\w.]+)"', source)
     }
     assert used and used <= set(en), used - set(en)
+    counted = {
+        key for source in scripts().values() for key in re.findall(r'\btn\(\s*"([\w.]+)"', source)
+    }
+    assert counted and {f"{key}.other" for key in counted} <= set(en)
+    assert {f"{key}.one" for key in counted} <= set(en)
+
+
+# ASCII punctuation in Chinese text, full-width punctuation in English (placeholders, `code` and
+# the "HTTP 404" kind of literal aside).
+HALF_WIDTH = re.compile(r"[,;:?!()]")
+FULL_WIDTH = re.compile(r"[\uff0c\u3002\uff1b\uff1a\uff1f\uff01\uff08\uff09\u3001]")
+
+
+def test_each_language_keeps_to_its_own_punctuation() -> None:
+    en, zh = (dictionary(lang) for lang in LANGUAGES)
+    for key, text in zh.items():
+        prose = re.sub(r"\{\w+\}|`[^`]*`", "", text)
+        assert not HALF_WIDTH.search(prose), (key, text)
+    for key, text in en.items():
+        assert not FULL_WIDTH.search(text), (key, text)
+
+
+def test_every_change_of_a_version_has_its_own_wording() -> None:
+    """A created revision must not read "edited by you": each change_type x changed_via pair of
+    API_CONTRACT.md has a phrase, and no two read the same."""
+    for lang in LANGUAGES:
+        text = dictionary(lang)
+        phrases = [
+            text[f"history.change.{change}.{via}"]
+            for change in ("create", "update", "replace", "restore")
+            for via in ("user_api", "agent_tool", "candidate", "migration")
+        ]
+        assert len(set(phrases)) == len(phrases), lang
+    assert dictionary("zh")["history.change.create.user_api"] == "由你创建"

@@ -7,20 +7,16 @@ missing browser is a failure (.ci/run installs it).
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections.abc import Callable, Iterator
-from typing import Any
 
-import httpx2
 import pytest
-from playwright.sync_api import Browser, Page, expect
+from playwright.sync_api import Browser, expect
 
-from api.console import ASSETS, console_link
-from api.tokens import mint_token
-from tests.conftest import JWT_SECRET
+from api.console import console_link
 from tests.e2e.console_harness import chromium_available
+from tests.e2e.console_pages import Journey, Text
 
 if not chromium_available() and not os.environ.get("CI"):
     pytest.skip("no /usr/bin/chromium (apt-get install chromium)", allow_module_level=True)
@@ -28,90 +24,6 @@ if not chromium_available() and not os.environ.get("CI"):
 pytestmark = pytest.mark.integration
 
 LANGS = ["en", "zh"]
-UNLABELLED = """() => [...document.querySelectorAll('input, select, textarea, button')]
-    .filter((el) => el.getClientRects().length > 0)
-    .filter((el) => !(el.labels && el.labels.length) && !el.getAttribute('aria-label')
-        && !(el.tagName === 'BUTTON' && el.textContent.trim()))
-    .map((el) => el.outerHTML.slice(0, 120))"""
-LOCALES = {"en": "en-US", "zh": "zh-CN"}
-
-
-def dictionary(lang: str) -> dict[str, str]:
-    return json.loads((ASSETS / "i18n" / f"{lang}.json").read_text(encoding="utf-8"))
-
-
-class Text:
-    """The UI's strings in one language: text("memories.count", loaded=2)."""
-
-    def __init__(self, lang: str) -> None:
-        self.strings = dictionary(lang)
-
-    def __call__(self, name: str, /, **params: Any) -> str:
-        return re.sub(r"\{(\w+)\}", lambda m: str(params[m.group(1)]), self.strings[name])
-
-
-class Journey:
-    """One browser page on the console, the API beside it, and what the page did wrong."""
-
-    def __init__(self, browser: Browser, base_url: str, lang: str, user: str) -> None:
-        self.base_url = base_url
-        self.t = Text(lang)
-        self.token = mint_token(JWT_SECRET, user)
-        self.api = httpx2.Client(
-            base_url=base_url,
-            headers={"Authorization": f"Bearer {self.token}"},
-            timeout=20.0,
-            trust_env=False,
-        )
-        agent_token = mint_token(JWT_SECRET, user, workspace="learning")
-        self.agent = httpx2.Client(
-            base_url=base_url,
-            headers={"Authorization": f"Bearer {agent_token}"},
-            timeout=20.0,
-            trust_env=False,
-        )
-        self.context = browser.new_context(
-            locale=LOCALES[lang], viewport={"width": 1200, "height": 900}
-        )
-        self.page: Page = self.context.new_page()
-        self.problems: list[str] = []
-        self.page.on("pageerror", lambda error: self.problems.append(f"page error: {error}"))
-        self.page.on(
-            "console",
-            lambda m: (
-                self.problems.append(f"console {m.type}: {m.text}")
-                if m.type == "error" and "Failed to load resource" not in m.text
-                else None
-            ),
-        )
-        self.page.on(
-            "request",
-            lambda r: (
-                None
-                if r.url.startswith(base_url) or r.url.startswith("data:")
-                else self.problems.append(f"off-origin request: {r.url}")
-            ),
-        )
-
-    def close(self) -> None:
-        self.context.close()
-        self.api.close()
-        self.agent.close()
-
-    def status(self) -> Any:
-        return self.page.locator("#status")
-
-    def button(self, name: str, /, **params: Any) -> Any:
-        return self.page.get_by_role("button", name=self.t(name, **params), exact=True)
-
-    def assert_labelled(self) -> None:
-        """Every visible control has an accessible name (a label, aria-label or its own text)."""
-        assert self.page.evaluate(UNLABELLED) == []
-
-    def focused(self, attribute: str = "data-focus-key") -> str | None:
-        return self.page.evaluate(
-            f"document.activeElement && document.activeElement.getAttribute({attribute!r})"
-        )
 
 
 @pytest.fixture
@@ -175,35 +87,26 @@ def test_full_journey(journey: Callable[..., Journey], lang: str) -> None:
     expect(dialog).to_be_hidden()
     expect(j.status()).to_have_text(t("create.done", key="explanation_style"))
     expect(page.locator("#memory-count")).to_have_text(t("memories.count", loaded=3))
-    open_new = j.button("memories.open_named", key="explanation_style")
+    open_new = j.link("memories.open_named", key="explanation_style")
     expect(open_new).to_be_focused()
     memory_id = j.focused()[len("open-") :]  # type: ignore[index]
 
-    # Search the loaded pages, then filter on the server.
-    search = page.get_by_label(t("search.label"))
-    search.fill("before defin")
-    count = page.locator("#memory-count")
-    expect(count).to_have_text(t("memories.count_search", shown=1, loaded=3))
-    expect(page.locator("tbody tr")).to_have_count(1)
-    expect(page.locator("tbody")).to_contain_text("explanation_style")
-    search.fill("")
-    expect(page.locator("tbody tr")).to_have_count(3)
+    # Filter on the server: the filters go into the URL.
     page.get_by_label(t("filter.scope_type")).select_option("workspace")
     page.get_by_label(t("filter.workspace_type")).select_option("learning")
     j.button("filter.apply").click()
     expect(page.locator("tbody tr")).to_have_count(1)
     expect(j.status()).to_have_text(t("memories.count", loaded=1))
+    assert page.url.endswith("#/memories?scope_type=workspace&workspace_type=learning")
     page.get_by_label(t("filter.scope_type")).select_option("")
     page.get_by_label(t("filter.workspace_type")).select_option("")
     j.button("filter.apply").click()
     expect(page.locator("tbody tr")).to_have_count(3)
 
-    # Open it: the detail with its one version.
-    j.button("memories.open_named", key="explanation_style").click()
+    # Open it: its own URL.
+    j.link("memories.open_named", key="explanation_style").click()
     expect(page.get_by_role("heading", name="explanation_style", level=2)).to_be_focused()
-    versions = page.locator("ol.versions > li")
-    expect(versions).to_have_count(1)
-    expect(versions.first).to_contain_text(t("history.revision", revision=1))
+    assert page.url.endswith(f"#/memories/{memory_id}")
     j.assert_labelled()
 
     # Edit while the memory changes behind the page's back: 409, shown, then reapplied.
@@ -244,15 +147,21 @@ def test_full_journey(journey: Callable[..., Journey], lang: str) -> None:
     expect(j.button("detail.suppress")).to_be_focused()
     assert j.api.get(f"/me/core-memories/{memory_id}").json()["status"] == "active"
 
-    # History: three versions, newest first; restore the first as revision 4.
+    # History (its own screen): three versions, newest first, each saying what happened and who
+    # did it; restore the first as revision 4.
+    j.link("detail.history").click()
+    assert page.url.endswith(f"#/memories/{memory_id}/history")
+    versions = page.locator("ol.versions > li")
     expect(versions).to_have_count(3)
     expect(versions.nth(0)).to_contain_text(t("history.current"))
+    expect(versions.nth(0)).to_contain_text(t("history.change.update.user_api"))
     expect(versions.nth(1)).to_contain_text("Changed elsewhere meanwhile")
-    expect(versions.nth(2)).to_contain_text(t("change.create"))
+    expect(versions.nth(2)).to_contain_text(t("history.change.create.user_api"))
     j.button("history.restore", revision=1).click()
     expect(j.status()).to_have_text(t("history.restored", revision=1, new_revision=4))
     expect(versions).to_have_count(4)
-    expect(versions.nth(0)).to_contain_text(t("change.restore"))
+    expect(versions.nth(0)).to_contain_text(t("history.change.restore.user_api"))
+    j.link("history.back", key="explanation_style").click()
     expect(facts).to_contain_text("Examples before definitions")
     assert j.api.get(f"/me/core-memories/{memory_id}").json()["revision"] == 4
 
@@ -265,7 +174,7 @@ def test_full_journey(journey: Callable[..., Journey], lang: str) -> None:
         body = {"memory_key": key, "content": text, "category": "fact", "scope_type": "global"}
         answer = j.agent.post("/tools/propose_core_memory", json=body)
         assert answer.json()["status"] == "candidate_created", answer.text
-    j.button("nav.candidates").click()
+    j.link("nav.candidates").click()
     expect(page.get_by_role("heading", name=t("candidates.heading"))).to_be_focused()
     cards = page.locator("li.candidate")
     expect(cards).to_have_count(3)
@@ -288,7 +197,7 @@ def test_full_journey(journey: Callable[..., Journey], lang: str) -> None:
     j.button("candidates.reject_named", key="nickname").click()
     expect(j.status()).to_have_text(t("candidates.rejected", key="nickname"))
     expect(cards).to_have_count(0)
-    expect(page.get_by_text(t("candidates.empty"))).to_be_visible()
+    expect(page.locator("#candidates-empty")).to_have_text(t("candidates.empty.pending"))
     page.get_by_label(t("candidates.status")).select_option("rejected")
     j.button("candidates.show").click()
     expect(cards).to_have_count(1)
@@ -301,7 +210,7 @@ def test_full_journey(journey: Callable[..., Journey], lang: str) -> None:
     assert "nickname" not in listed
 
     # Settings: turn proposals off.
-    j.button("nav.settings").click()
+    j.link("nav.settings").click()
     toggle = page.get_by_label(t("settings.auto_extract_enabled"))
     expect(toggle).to_be_checked()
     j.assert_labelled()
@@ -314,9 +223,9 @@ def test_full_journey(journey: Callable[..., Journey], lang: str) -> None:
     }
 
     # Forget: cancel first (focus returns), then confirm; the tombstone shows the server's 410.
-    j.button("nav.memories").click()
+    j.link("nav.memories").click()
     expect(page.locator("tbody tr")).to_have_count(5)
-    j.button("memories.open_named", key="explanation_style").click()
+    j.link("memories.open_named", key="explanation_style").click()
     j.button("detail.forget").click()
     confirm = page.get_by_role("dialog", name=t("forget.title"))
     expect(confirm).to_be_visible()
@@ -338,7 +247,7 @@ def test_full_journey(journey: Callable[..., Journey], lang: str) -> None:
     expect(j.status()).to_have_text(t("forget.done", key="explanation_style"))
     gone = j.api.get(f"/me/core-memories/{memory_id}")
     assert gone.status_code == 410 and gone.json()["reason"] == "forgotten"
-    j.button("detail.back").click()
+    j.link("detail.back").click()
     expect(page.locator("tbody tr")).to_have_count(4)
     expect(page.locator("tbody")).not_to_contain_text("explanation_style")
 
@@ -430,10 +339,8 @@ def test_load_more_follows_the_cursor_and_the_keyboard_alone_gets_around(
     page.keyboard.press("Enter")
     expect(count).to_have_text(t("memories.count", loaded=52))
     expect(page.locator(":focus")).to_have_attribute("aria-label", re.compile(r"^Open note_"))
-    expect(j.status()).to_have_text(t("memories.loaded_more", count=2))
+    expect(j.status()).to_have_text(t.n("memories.loaded_more", 2))
     expect(page.get_by_text(t("memories.all_loaded"))).to_be_visible()
-    page.get_by_label(t("search.label")).fill("number 5")
-    expect(count).to_have_text(t("memories.count_search", shown=3, loaded=52))
     assert j.problems == []
 
 
@@ -450,11 +357,12 @@ def test_a_replacement_candidate_edited_and_accepted_becomes_a_new_version(
     assert saved.json()["status"] == "candidate_created", saved.text
 
     page.goto(console_link(j.base_url, j.token))
-    j.button("nav.candidates").click()
+    j.link("nav.candidates").click()
     card = page.locator("li.candidate")
     expect(card).to_have_count(1)
     expect(card).to_contain_text(t("operation.replace"))
-    expect(card).to_contain_text("Uses Emacs")
+    expect(card.locator(".version-box.current")).to_contain_text("Uses vim")
+    expect(card.locator(".version-box.proposed")).to_contain_text("Uses Emacs")
     j.button("candidates.edit_named", key="editor").click()
     form = page.get_by_role("form", name=t("candidates.edit_named", key="editor"))
     expect(form.get_by_label(t("field.scope"))).to_have_count(0)  # it replaces in place
@@ -462,12 +370,49 @@ def test_a_replacement_candidate_edited_and_accepted_becomes_a_new_version(
     form.get_by_role("button", name=t("candidates.accept_edited")).click()
     expect(j.status()).to_have_text(t("candidates.accepted", key="editor", revision=2))
 
-    j.button("nav.memories").click()
-    j.button("memories.open_named", key="editor").click()
+    j.link("nav.memories").click()
+    j.link("memories.open_named", key="editor").click()
+    j.link("detail.history").click()
     versions = page.locator("ol.versions > li")
     expect(versions).to_have_count(2)
     expect(versions.first).to_contain_text("Uses Emacs with evil-mode")
-    expect(versions.first).to_contain_text(t("change.replace"))
-    expect(versions.first).to_contain_text(t("via.candidate"))
+    expect(versions.first).to_contain_text(t("history.change.replace.candidate"))
+    expect(versions.last).to_contain_text(t("history.change.create.user_api"))
     assert j.api.get(f"/me/core-memories/{memory['memory_id']}").json()["revision"] == 2
+    assert j.problems == []
+
+
+def test_the_page_follows_the_change_feed(journey: Callable[..., Journey]) -> None:
+    """Changes made elsewhere (an agent, another tab) appear without a reload: the console follows
+    GET /me/changes as a stream and redraws the screen it shows."""
+    j = journey("en")
+    t, page = j.t, j.page
+    seed(j)
+    page.goto(console_link(j.base_url, j.token))
+    expect(page.locator("tbody tr")).to_have_count(2)
+
+    body = {"memory_key": "editor", "content": "Uses vim", "category": "fact"}
+    made = j.agent.post("/tools/save_core_memory", json=body | {"scope_type": "global"})
+    assert made.json()["status"] == "created", made.text
+    expect(page.locator("tbody tr")).to_have_count(3)
+    expect(page.locator("tbody")).to_contain_text("Uses vim")
+
+    memory = made.json()["memory"]
+    j.link("memories.open_named", key="editor").click()
+    facts = page.locator("dl.facts")
+    expect(facts).to_contain_text("Uses vim")
+    changed = j.api.patch(
+        f"/me/core-memories/{memory['memory_id']}",
+        json={"expected_revision": 1, "content": "Uses Helix"},
+    )
+    assert changed.status_code == 200
+    expect(facts).to_contain_text("Uses Helix")
+
+    j.link("nav.candidates").click()
+    expect(page.locator("#candidates-empty")).to_be_visible()
+    proposal = {"memory_key": "pace", "content": "Likes short lessons", "category": "preference"}
+    answer = j.agent.post("/tools/propose_core_memory", json=proposal | {"scope_type": "global"})
+    assert answer.json()["status"] == "candidate_created", answer.text
+    expect(page.locator("li.candidate")).to_have_count(1)
+    expect(page.locator("#candidate-count")).to_have_text(t.n("candidates.count", 1))
     assert j.problems == []

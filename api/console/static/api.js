@@ -51,6 +51,7 @@ export class Api {
     return { status: response.status, data };
   }
 
+  /** The list, or with `q` the owner's search (ordered by relevance), under the same filters. */
   listMemories(filters, cursor) {
     return this.request("GET", "me/core-memories", { query: { ...filters, cursor, limit: 50 } });
   }
@@ -93,12 +94,81 @@ export class Api {
   rejectCandidate(id) {
     return this.request("POST", `me/memory-candidates/${encodeURIComponent(id)}/reject`);
   }
+  /** Which optional endpoints this server has (from its OpenAPI): {changes}. */
+  async features() {
+    try {
+      const response = await fetch(new URL("openapi.json", ROOT), { cache: "no-store", credentials: "omit" });
+      const paths = response.ok ? (await response.json()).paths || {} : {};
+      return { changes: Boolean(paths["/me/changes"]?.get) };
+    } catch {
+      return { changes: false };
+    }
+  }
+  /**
+   * Follow GET /me/changes as Server-Sent Events, calling onChange(item) for each change, until
+   * `signal` aborts; reconnects (with Last-Event-ID) after a drop. EventSource cannot send the
+   * bearer token, so this reads the stream through fetch.
+   */
+  async followChanges(onChange, signal) {
+    let lastId = null;
+    while (!signal.aborted) {
+      try {
+        const headers = { Authorization: `Bearer ${this.token}`, Accept: "text/event-stream" };
+        if (lastId) headers["Last-Event-ID"] = lastId;
+        const response = await fetch(new URL("me/changes", ROOT), {
+          headers, signal, cache: "no-store", credentials: "omit",
+        });
+        if (response.status === 401 || response.status === 403 || response.status === 404) return;
+        if (!response.ok || !response.body) throw new Error(`HTTP ${response.status}`);
+        const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+        let buffer = "";
+        for (;;) {
+          const { value, done } = await reader.read();
+          if (done) break;
+          buffer += value.replace(/\r\n?/g, "\n");
+          let end;
+          while ((end = buffer.indexOf("\n\n")) >= 0) {
+            const event = parseEvent(buffer.slice(0, end));
+            buffer = buffer.slice(end + 2);
+            if (event.id) lastId = event.id;
+            if (event.data) {
+              try {
+                onChange(JSON.parse(event.data));
+              } catch {
+                // a malformed item is skipped; the next one still arrives
+              }
+            }
+          }
+        }
+      } catch {
+        if (signal.aborted) return;
+      }
+      await new Promise((resolve) => window.setTimeout(resolve, 3000));
+    }
+  }
   settings() {
     return this.request("GET", "me/memory-settings");
   }
   changeSettings(body) {
     return this.request("PATCH", "me/memory-settings", { body });
   }
+}
+
+/** One SSE event block: {id, event, data} (comment lines, the heartbeats, are ignored). */
+function parseEvent(block) {
+  const event = { id: null, event: "message", data: "" };
+  const data = [];
+  for (const line of block.split("\n")) {
+    if (!line || line.startsWith(":")) continue;
+    const colon = line.indexOf(":");
+    const name = colon < 0 ? line : line.slice(0, colon);
+    const value = colon < 0 ? "" : line.slice(colon + 1).replace(/^ /, "");
+    if (name === "id") event.id = value;
+    else if (name === "event") event.event = value;
+    else if (name === "data") data.push(value);
+  }
+  event.data = data.join("\n");
+  return event;
 }
 
 /** The token's `sub`, for display only (the server is what verifies the token). */

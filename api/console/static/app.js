@@ -3,23 +3,36 @@
 import { Api, ApiError, tokenSubject } from "./api.js";
 import { renderCandidates } from "./candidates.js";
 import { renderDetail } from "./detail.js";
+import { renderHistory } from "./history.js";
 import { field, focusKey, h, mount, select } from "./dom.js";
 import { LANGUAGES, language, setLanguage, t } from "./i18n.js";
 import { renderMemories } from "./memories.js";
+import { invalidateMemories } from "./parts.js";
+import { parseRoute, routeHash } from "./route.js";
 import { renderSettings } from "./settings.js";
 
 const TOKEN_KEY = "memledger.console.token";
-const VIEWS = [
-  ["memories", renderMemories],
-  ["candidates", renderCandidates],
-  ["settings", renderSettings],
-];
+const NAV = ["memories", "candidates", "settings"];
+const VIEWS = {
+  memories: renderMemories,
+  memory: renderDetail,
+  history: renderHistory,
+  candidates: renderCandidates,
+  settings: renderSettings,
+};
 
 const ctx = {
   api: null,
+  features: { changes: false }, // optional endpoints this server has
+  route: parseRoute(""),
   view: "memories",
-  memoryId: null, // the memory open in the detail view
-  lists: {}, // per-view state kept across navigation (filters, loaded pages)
+  memoryId: null, // the memory open in the memory or history view
+  lastOpened: null, // the memory the list should focus when the user comes back to it
+  lists: {}, // per-view state kept across navigation (loaded pages, the candidates' status)
+  refresher: null, // the shown view's way to redraw after a change elsewhere (the change feed)
+  feed: null, // AbortController of the change-feed stream
+  rendered: null, // the hash the page shows
+  listHash: "#/memories", // the list as last shown (its search and filters), for "Back to memories"
 
   /** Say `message` politely to screen readers (and show nothing else). */
   announce(message) {
@@ -40,7 +53,6 @@ const ctx = {
     const target = container || document.getElementById("alert");
     mount(target,
       h("strong", {}, t("error.title")),
-      " ",
       message,
       fieldErrors(error),
     );
@@ -53,30 +65,91 @@ const ctx = {
     target.hidden = true;
   },
 
-  /** Show a view (or the detail of one memory) and put focus on its heading or `focus`. */
-  async go(view, { memoryId = null, focus = null } = {}) {
-    ctx.view = view;
-    ctx.memoryId = memoryId;
-    ctx.clear();
-    renderBanner();
-    const main = document.getElementById("main");
-    const render = view === "detail" ? renderDetail : VIEWS.find(([name]) => name === view)[1];
-    await render(ctx, main);
-    if (!focusKey(focus)) {
-      const heading = main.querySelector("h2");
-      if (heading) {
-        heading.tabIndex = -1;
-        heading.focus();
-      }
+  /**
+   * Show a screen and put focus on its heading (or on `focus`). A new screen gets its own history
+   * entry (its URL); `replace` rewrites the current one instead (a redraw, a changed filter).
+   */
+  async go(view, { memoryId = null, query = {}, focus = null, replace = false } = {}) {
+    const hash = routeHash({ view, memoryId, query });
+    if (hash !== window.location.hash) {
+      if (replace) history.replaceState(null, "", hash);
+      else history.pushState(null, "", hash);
     }
+    await show(parseRoute(hash), focus);
+  },
+
+  /**
+   * Draw the shown screen again with fresh data, focus on `focus` or where it was. A redraw the
+   * user did not ask for (the change feed) waits while they type or a dialog is open.
+   */
+  async redraw(focus = null) {
+    const active = document.activeElement;
+    if (!focus) {
+      if (document.querySelector("dialog[open]")) return;
+      if (active && active.closest("main") && /^(INPUT|TEXTAREA|SELECT)$/.test(active.tagName)) return;
+    }
+    await show(ctx.route, focus || active?.getAttribute("data-focus-key"), { redraw: true });
   },
 };
+
+/**
+ * Render the screen of `route` (already in the address bar). Each screen draws into its own
+ * element, swapped in when it is ready: a slower screen the user already left (Back, Back)
+ * finishes into nothing instead of over the screen they went to.
+ */
+async function show(route, focus, { redraw = false } = {}) {
+  const seq = (ctx.seq = (ctx.seq || 0) + 1);
+  ctx.route = route;
+  ctx.view = route.view;
+  ctx.memoryId = route.memoryId;
+  ctx.refresher = null;
+  ctx.rendered = window.location.hash;
+  if (route.memoryId) ctx.lastOpened = route.memoryId;
+  if (route.view === "memories") ctx.listHash = window.location.hash;
+  if (!redraw) ctx.clear();
+  ctx.redrawing = redraw;
+  renderBanner();
+  const screen = h("div", { class: "screen" });
+  await VIEWS[route.view](ctx, screen);
+  if (seq !== ctx.seq) return;
+  document.getElementById("main").replaceChildren(screen);
+  const back = route.view === "memories" && ctx.lastOpened ? `open-${ctx.lastOpened}` : null;
+  if (!focusKey(focus) && !(redraw && !focus) && !focusKey(back)) {
+    const heading = screen.querySelector("h2");
+    if (heading) {
+      heading.tabIndex = -1;
+      heading.focus();
+    }
+  }
+}
+
+/** Back/Forward, an edited address or a link: show what the URL names. */
+window.addEventListener("hashchange", () => {
+  if (!ctx.api || window.location.hash === ctx.rendered) return;
+  show(parseRoute(window.location.hash), null);
+});
+
+/** The change feed: redraw the shown screen (it keeps the user's focus and any open edit). */
+function followChanges() {
+  ctx.feed?.abort();
+  if (!ctx.features.changes) return;
+  ctx.feed = new AbortController();
+  let timer = null;
+  ctx.api.followChanges(() => {
+    invalidateMemories(ctx);
+    if (ctx.lists.candidates) ctx.lists.candidates.stale = true;
+    window.clearTimeout(timer);
+    timer = window.setTimeout(() => ctx.refresher?.(), 250);
+  }, ctx.feed.signal);
+}
 
 function errorText(error) {
   if (error instanceof ApiError) {
     if (error.status === 0) return t("error.network");
     const prefix = t("error.status", { status: error.status });
-    return error.reason ? `${prefix} (${error.reason}): ${error.detail}` : `${prefix}: ${error.detail}`;
+    return error.reason
+      ? t("error.with_reason", { status: prefix, reason: error.reason, detail: error.detail })
+      : t("error.plain", { status: prefix, detail: error.detail });
   }
   return String(error?.message || error);
 }
@@ -87,7 +160,7 @@ function fieldErrors(error) {
   return h(
     "ul",
     { class: "field-errors" },
-    errors.map((e) => h("li", {}, `${e.field || t("error.body")}: ${e.message}`)),
+    errors.map((e) => h("li", {}, t("label.colon", { label: e.field || t("error.body") }), e.message)),
   );
 }
 
@@ -97,7 +170,7 @@ function languageSwitch() {
     onChange: async (event) => {
       await setLanguage(event.target.value);
       document.getElementById("skip-link").textContent = t("nav.skip");
-      if (ctx.api) await ctx.go(ctx.view, { memoryId: ctx.memoryId, focus: "language" });
+      if (ctx.api) await show(ctx.route, "language");
       else renderSignIn();
       focusKey("language");
       ctx.announce(t("language.changed"));
@@ -113,25 +186,24 @@ function renderBanner() {
     banner.replaceChildren(title, languageSwitch());
     return;
   }
-  const active = ctx.view === "detail" ? "memories" : ctx.view;
+  const active = NAV.includes(ctx.view) ? ctx.view : "memories";
   const nav = h(
     "nav",
     { "aria-label": t("nav.label") },
     h(
       "ul",
       {},
-      VIEWS.map(([name]) =>
+      NAV.map((name) =>
         h(
           "li",
           {},
           h(
-            "button",
+            "a",
             {
-              type: "button",
-              class: "nav-button",
+              class: "nav-link",
+              href: routeHash({ view: name }),
               "data-focus-key": `nav-${name}`,
               "aria-current": name === active ? "page" : false,
-              onClick: () => ctx.go(name),
             },
             t(`nav.${name}`),
           ),
@@ -146,7 +218,11 @@ function renderBanner() {
     who ? h("span", { class: "who" }, t("account.signed_in_as", { user: who })) : null,
     h(
       "button",
-      { type: "button", class: "secondary", onClick: () => signOut(t("signin.signed_out")) },
+      { type: "button", class: "secondary", onClick: () => {
+          history.replaceState(null, "", window.location.pathname);
+          signOut(t("signin.signed_out"));
+        },
+      },
       t("account.sign_out"),
     ),
   );
@@ -204,13 +280,20 @@ async function signIn(token, errorContainer) {
   sessionStorage.setItem(TOKEN_KEY, token);
   ctx.api = new Api(token);
   ctx.lists = {};
-  await ctx.go("memories");
+  ctx.features = await ctx.api.features();
+  followChanges();
+  // The screen the address names (a deep link, a reload), else the list.
+  const route = parseRoute(window.location.hash);
+  history.replaceState(null, "", routeHash(route));
+  await show(route, null);
   ctx.announce(t("signin.done"));
   return true;
 }
 
 function signOut(message) {
   sessionStorage.removeItem(TOKEN_KEY);
+  ctx.feed?.abort();
+  ctx.feed = null;
   ctx.lists = {};
   ctx.clear();
   renderSignIn(message);
@@ -224,7 +307,7 @@ async function start() {
   // from the address bar and history so it is not copied or bookmarked along with the page.
   const fragment = new URLSearchParams(window.location.hash.slice(1));
   const linked = fragment.get("token");
-  if (linked) history.replaceState(null, "", window.location.pathname + window.location.search);
+  if (linked) history.replaceState(null, "", `${window.location.pathname}${window.location.search}#/memories`);
   const token = linked || sessionStorage.getItem(TOKEN_KEY);
   if (token) {
     renderSignIn();

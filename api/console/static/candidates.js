@@ -1,30 +1,64 @@
-// Candidates the agents proposed: accept, edit and accept, or reject (pending ones); browse others.
+// Candidates the agents proposed (#/candidates?status=…): accept, edit and accept, or reject
+// (pending ones); browse others. An update or replacement shows the current value it would replace.
 
+import { ApiError } from "./api.js";
 import { field, h, mount, select } from "./dom.js";
-import { t, when } from "./i18n.js";
-import { CATEGORIES, options, scopeFields, scopeText } from "./parts.js";
+import { joined, t, tn, when } from "./i18n.js";
+import { CATEGORIES, keyText, memoryLink, options, scopeFields, scopeText } from "./parts.js";
 
 const STATUSES = ["pending", "accepted", "rejected", "expired"];
 
 function listState(ctx) {
-  ctx.lists.candidates ||= { status: "pending", items: [], editing: null, loaded: false };
+  const status = ctx.route.query.status || "pending";
+  if (ctx.lists.candidates?.status !== status) {
+    ctx.lists.candidates = { status, items: [], targets: {}, editing: null, loaded: false };
+  }
   return ctx.lists.candidates;
 }
 
+/** The candidates, and the current state of every memory a pending one would change. */
 async function load(ctx, state) {
   state.items = (await ctx.api.candidates(state.status)).data.items;
+  const ids = [...new Set(state.items.filter((c) => c.target_memory_id && c.status === "pending")
+    .map((c) => c.target_memory_id))];
+  const targets = await Promise.all(ids.map((id) => target(ctx, id)));
+  state.targets = Object.fromEntries(ids.map((id, i) => [id, targets[i]]));
   state.loaded = true;
+  state.stale = false;
+}
+
+/** {memory} or {gone: "forgotten"|"missing"} for a target memory. */
+async function target(ctx, memoryId) {
+  try {
+    return { memory: (await ctx.api.getMemory(memoryId)).data };
+  } catch (error) {
+    if (error instanceof ApiError && (error.status === 404 || error.status === 410)) {
+      return { gone: error.status === 410 ? "forgotten" : "missing" };
+    }
+    throw error;
+  }
 }
 
 export async function renderCandidates(ctx, main) {
   const state = listState(ctx);
-  if (!state.loaded) {
+  // Fresh on every visit (a decision elsewhere, a forget); a redraw (an edit opened) keeps them.
+  if (!state.loaded || state.stale || !ctx.redrawing) {
     try {
       await load(ctx, state);
     } catch (error) {
       ctx.fail(error);
     }
   }
+  ctx.refresher = async () => {
+    if (state.editing) return;
+    const before = JSON.stringify([state.items, state.targets]);
+    try {
+      await load(ctx, state);
+    } catch {
+      return;
+    }
+    if (JSON.stringify([state.items, state.targets]) !== before) await ctx.redraw();
+  };
   const status = select(options("candidate_status", STATUSES), state.status, { name: "status" });
   const filter = h(
     "form",
@@ -33,11 +67,8 @@ export async function renderCandidates(ctx, main) {
       "aria-label": t("candidates.filter"),
       onSubmit: async (event) => {
         event.preventDefault();
-        state.status = status.value;
-        state.editing = null;
-        state.loaded = false;
-        await ctx.go("candidates", { focus: "show-candidates" });
-        ctx.announce(t("candidates.count", { count: state.items.length }));
+        await ctx.go("candidates", { query: { status: status.value }, focus: "show-candidates" });
+        ctx.announce(tn("candidates.count", ctx.lists.candidates.items.length));
       },
     },
     field(t("candidates.status"), status),
@@ -47,10 +78,10 @@ export async function renderCandidates(ctx, main) {
     h("h2", {}, t("candidates.heading")),
     h("p", { class: "hint" }, t("candidates.intro")),
     filter,
-    h("p", { class: "count" }, t("candidates.count", { count: state.items.length })),
+    h("p", { class: "count", id: "candidate-count" }, tn("candidates.count", state.items.length)),
     state.items.length
       ? h("ul", { class: "candidates" }, state.items.map((c, i) => card(ctx, state, c, i)))
-      : h("p", { class: "empty" }, t("candidates.empty")),
+      : h("p", { class: "empty", id: "candidates-empty" }, t(`candidates.empty.${state.status}`)),
   );
 }
 
@@ -64,40 +95,71 @@ function card(ctx, state, c, index) {
     h(
       "h3",
       { id: headingId, tabindex: "-1" },
-      h("span", { class: "key" }, c.proposed_key),
+      h("span", { class: "key" }, keyText(c.proposed_key)),
       " ",
       h("span", { class: `badge op-${c.operation}` }, t(`operation.${c.operation}`)),
     ),
-    h("p", { class: "content" }, c.proposed_content),
+    proposal(state, c),
     h(
       "p",
       { class: "hint" },
-      [
-        t(`category.${c.proposed_category}`),
+      joined([
         scopeText(c.proposed_scope_type, c.proposed_workspace_type),
         t("candidates.proposed_at", { when: when(c.created_at) }),
         pending
           ? t("candidates.expires_at", { when: when(c.expires_at) })
           : t(`candidate_status.${c.status}`),
-      ].join(" · "),
+      ]),
     ),
-    c.target_memory_id
-      ? h(
-          "p",
-          {},
-          h(
-            "button",
-            {
-              type: "button",
-              class: "link",
-              onClick: () => ctx.go("detail", { memoryId: c.target_memory_id }),
-            },
-            t("candidates.open_target"),
-          ),
-        )
+    h(
+      "p",
+      { class: "hint source" },
+      c.source_conversation_id
+        ? [t("label.colon", { label: t("candidates.conversation") }), h("code", { class: "id" }, c.source_conversation_id)]
+        : t("candidates.no_conversation"),
+    ),
+    c.target_memory_id && !state.targets[c.target_memory_id]?.gone
+      ? h("p", {}, memoryLink(c.target_memory_id, t("candidates.open_target"), { class: "target-link" }))
       : null,
     pending && !editing ? actions(ctx, state, c, index) : null,
     pending && editing ? editForm(ctx, state, c, index) : null,
+  );
+}
+
+/** The proposed value; for an update or replacement, beside the current value it would replace. */
+function proposal(state, c) {
+  const proposed = box(t("candidates.proposed"), c.proposed_content, c.proposed_category, "proposed");
+  if (!c.target_memory_id || c.status !== "pending") return h("div", { class: "compare single" }, proposed);
+  const found = state.targets[c.target_memory_id];
+  if (!found) return h("div", { class: "compare single" }, proposed);
+  if (found.gone) {
+    return [
+      h("p", { class: "notice" }, t(`candidates.target_${found.gone}`)),
+      h("div", { class: "compare single" }, proposed),
+    ];
+  }
+  const current = found.memory;
+  const moved = c.expected_revision !== null && current.revision !== c.expected_revision;
+  return [
+    h(
+      "div",
+      { class: "compare" },
+      box(t("candidates.current", { revision: current.revision }), current.content, current.category, "current"),
+      proposed,
+    ),
+    moved
+      ? h("p", { class: "notice" }, t("candidates.target_moved", { expected: c.expected_revision, revision: current.revision }))
+      : null,
+  ];
+}
+
+function box(label, content, category, kind) {
+  return h(
+    "div",
+    { class: `version-box ${kind}` },
+    h("h4", {}, label),
+    h("p", { class: "content" }, content),
+    h("p", { class: "hint" }, t(`category.${category}`)),
   );
 }
 
@@ -125,7 +187,7 @@ function actions(ctx, state, c, index) {
         "aria-label": named("candidates.edit_named"),
         onClick: async () => {
           state.editing = c.candidate_id;
-          await ctx.go("candidates", { focus: `edit-content-${c.candidate_id}` });
+          await ctx.redraw(`edit-content-${c.candidate_id}`);
         },
       },
       t("candidates.edit"),
@@ -186,7 +248,7 @@ function editForm(ctx, state, c, index) {
           class: "secondary",
           onClick: async () => {
             state.editing = null;
-            await ctx.go("candidates", { focus: `edit-${c.candidate_id}` });
+            await ctx.redraw(`edit-${c.candidate_id}`);
           },
         },
         t("action.cancel"),
@@ -212,7 +274,7 @@ async function decide(ctx, state, c, index, verdict, edits) {
   }
   state.editing = null;
   state.loaded = false;
-  await ctx.go("candidates");
+  await ctx.redraw(`cand-${c.candidate_id}-gone`);
   // Focus the candidate that took this one's place, else the heading.
   const next = state.items[Math.min(index, state.items.length - 1)];
   const target = next && document.getElementById(`cand-${next.candidate_id}`);

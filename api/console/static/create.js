@@ -64,7 +64,7 @@ export function createDialog(ctx) {
               class: "link",
               onClick: () => {
                 close();
-                ctx.go("detail", { memoryId: failure.body.memory_id });
+                ctx.go("memory", { memoryId: failure.body.memory_id });
               },
             },
             t("create.open_existing"),
@@ -76,7 +76,8 @@ export function createDialog(ctx) {
     const memory = answer.data;
     invalidateMemories(ctx);
     close();
-    await ctx.go("memories", { focus: `open-${memory.memory_id}` });
+    if (ctx.view === "memories") await ctx.redraw(`open-${memory.memory_id}`);
+    else await ctx.go("memory", { memoryId: memory.memory_id });
     ctx.announce(
       t(answer.status === 201 ? "create.done" : "create.unchanged", { key: memory.memory_key }),
     );

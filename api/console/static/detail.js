@@ -1,19 +1,17 @@
-// One memory: its fields, edit (with revision-conflict handling), suppress/restore; forget.js
-// and history.js do the rest.
+// One memory (#/memories/<id>): its fields, edit (with revision-conflict handling),
+// suppress/restore; forget.js forgets, history.js is its version history (its own screen).
 
 import { ApiError } from "./api.js";
 import { field, h, mount, select } from "./dom.js";
 import { confirmForget, renderTombstone } from "./forget.js";
-import { historySection } from "./history.js";
 import { t, when } from "./i18n.js";
-import { backToList, CATEGORIES, invalidateMemories, options, scopeText } from "./parts.js";
+import { backToList, CATEGORIES, invalidateMemories, keyText, options, scopeText } from "./parts.js";
+import { routeHash } from "./route.js";
 
 export async function renderDetail(ctx, main) {
   let memory;
-  let versions = [];
   try {
     memory = (await ctx.api.getMemory(ctx.memoryId)).data;
-    versions = (await ctx.api.versions(ctx.memoryId)).data.items;
   } catch (error) {
     if (error instanceof ApiError && error.reason === "forgotten") {
       renderTombstone(ctx, main, error);
@@ -23,8 +21,19 @@ export async function renderDetail(ctx, main) {
     ctx.fail(error);
     return;
   }
-  const view = { memory, versions, edit: null };
+  const view = { memory, edit: null };
   draw(ctx, main, view);
+  // A change elsewhere (the change feed): show the new state unless an edit is open.
+  ctx.refresher = async () => {
+    if (view.edit) return;
+    try {
+      const fresh = (await ctx.api.getMemory(view.memory.memory_id)).data;
+      if (JSON.stringify(fresh) === JSON.stringify(view.memory)) return;
+    } catch {
+      // forgotten elsewhere, or gone: the redraw shows what the server says now
+    }
+    await ctx.redraw();
+  };
 }
 
 function draw(ctx, main, view) {
@@ -70,7 +79,7 @@ function draw(ctx, main, view) {
   );
   mount(main,
     backToList(ctx),
-    h("h2", { class: "key" }, memory.memory_key),
+    h("h2", { class: "key" }, keyText(memory.memory_key)),
     suppressed ? h("p", { class: "notice" }, t("detail.suppressed_note")) : null,
     h(
       "dl",
@@ -79,14 +88,21 @@ function draw(ctx, main, view) {
     ),
     view.edit ? null : actions,
     view.edit ? editForm(ctx, main, view) : null,
-    historySection(ctx, main, view, reload),
+    h(
+      "p",
+      {},
+      h(
+        "a",
+        { href: routeHash({ view: "history", memoryId: memory.memory_id }), "data-focus-key": "history-link" },
+        t("detail.history", { revision: memory.revision }),
+      ),
+    ),
   );
 }
 
 async function reload(ctx, main, view, focus) {
   try {
     view.memory = (await ctx.api.getMemory(view.memory.memory_id)).data;
-    view.versions = (await ctx.api.versions(view.memory.memory_id)).data.items;
   } catch (error) {
     ctx.fail(error);
   }
@@ -179,13 +195,12 @@ async function save(ctx, main, view, error) {
   ctx.announce(t("edit.saved", { revision: view.memory.revision }));
 }
 
-/** 409 revision_conflict: show what is there now (fields and history) and let the user reapply
+/** 409 revision_conflict: show what is there now and let the user reapply
  * the edit on top of it or discard it. */
 async function showConflict(ctx, main, view) {
   const base = view.edit.base;
   try {
     view.memory = (await ctx.api.getMemory(view.memory.memory_id)).data;
-    view.versions = (await ctx.api.versions(view.memory.memory_id)).data.items;
   } catch (error) {
     ctx.fail(error);
     return;

@@ -72,7 +72,7 @@ export function renderTombstone(ctx, main, error, key) {
       key ? h("p", {}, t("tombstone.key", { key })) : null,
       h("p", {}, t("tombstone.explain")),
       h("p", { class: "hint" }, t("tombstone.server", { status: error.status, reason: error.reason, detail: error.detail })),
-      h("p", {}, t("field.memory_id"), ": ", h("code", {}, ctx.memoryId)),
+      h("p", {}, t("label.colon", { label: t("field.memory_id") }), h("code", {}, ctx.memoryId)),
     ),
   );
 }

@@ -34,6 +34,18 @@ export function t(key, params = {}) {
   return template.replace(/\{(\w+)\}/g, (_, name) => String(params[name] ?? ""));
 }
 
+/** A counted string: `key.one` / `key.other` (… by the language's plural rules), {count} filled. */
+export function tn(key, count, params = {}) {
+  const rule = new Intl.PluralRules(current === "zh" ? "zh-CN" : "en").select(count);
+  const name = strings[`${key}.${rule}`] !== undefined ? `${key}.${rule}` : `${key}.other`;
+  return t(name, { ...params, count });
+}
+
+/** A list separator in the UI language: " · " reads the same in both. */
+export function joined(parts) {
+  return parts.filter(Boolean).join(" · ");
+}
+
 /** A date-time in the UI language, or the "never" text. */
 export function when(iso) {
   if (!iso) return t("value.none");

@@ -1,9 +1,10 @@
-// The memory list: server-side filters and cursor pages, a search over the loaded pages, create.
+// The memory list: the owner's search (GET /me/core-memories?q=: by meaning, best match first),
+// server-side filters and cursor pages, create. Search and filters live in the URL (#/memories?q=…&status=…).
 
 import { createDialog } from "./create.js";
 import { field, h, mount, select } from "./dom.js";
-import { t, when } from "./i18n.js";
-import { CATEGORIES, WORKSPACES, options, scopeText } from "./parts.js";
+import { t, tn, when } from "./i18n.js";
+import { CATEGORIES, WORKSPACES, keyText, memoryLink, options, scopeText } from "./parts.js";
 
 const FILTERS = {
   scope_type: ["global", "workspace"],
@@ -13,29 +14,20 @@ const FILTERS = {
 };
 const LABELS = { scope_type: "scope", workspace_type: "workspace", status: "status", category: "category" };
 
+/** The loaded pages of the list the URL names (reloaded when the URL names another). */
 function listState(ctx) {
-  ctx.lists.memories ||= {
-    filters: { scope_type: "", workspace_type: "", status: "", category: "" },
-    search: "",
-    items: [],
-    next: null,
-    loaded: false,
-  };
+  const key = JSON.stringify(ctx.route.query);
+  if (ctx.lists.memories?.key !== key) {
+    ctx.lists.memories = { key, items: [], next: null, loaded: false };
+  }
   return ctx.lists.memories;
 }
 
 async function loadPage(ctx, state, more) {
-  const { data } = await ctx.api.listMemories(state.filters, more ? state.next : null);
+  const { data } = await ctx.api.listMemories(ctx.route.query, more ? state.next : null);
   state.items = more ? [...state.items, ...data.items] : data.items;
   state.next = data.next_cursor;
   state.loaded = true;
-}
-
-function matches(memory, query) {
-  if (!query) return true;
-  const needle = query.toLocaleLowerCase();
-  return [memory.memory_key, memory.content, memory.category]
-    .some((text) => text.toLocaleLowerCase().includes(needle));
 }
 
 export async function renderMemories(ctx, main) {
@@ -47,121 +39,18 @@ export async function renderMemories(ctx, main) {
       ctx.fail(error);
     }
   }
-  const count = h("p", { class: "count", id: "memory-count" });
-  const body = h("tbody");
-  const table = h(
-    "table",
-    { class: "memories" },
-    h("caption", { class: "sr-only" }, t("memories.caption")),
-    h(
-      "thead",
-      {},
-      h(
-        "tr",
-        {},
-        ["key", "content", "category", "scope", "status", "revision", "updated", "actions"].map((c) =>
-          h("th", { scope: "col" }, t(`memories.column.${c}`)),
-        ),
-      ),
-    ),
-    body,
-  );
-  const empty = h("p", { class: "empty" }, t("memories.empty"));
+  const { q = "", ...filters } = ctx.route.query;
+  const shown = state.items;
 
-  function fill() {
-    const shown = state.items.filter((m) => matches(m, state.search));
-    body.replaceChildren(...shown.map((m) => row(ctx, m)));
-    table.hidden = shown.length === 0;
-    empty.hidden = shown.length > 0;
-    count.textContent = state.search
-      ? t("memories.count_search", { shown: shown.length, loaded: state.items.length })
-      : t("memories.count", { loaded: state.items.length });
-    return shown.length;
-  }
-
-  const filterControls = Object.entries(FILTERS).map(([name, values]) => {
-    const control = select(options(LABELS[name], values, "filter.any"), state.filters[name], {
-      name,
-    });
-    return field(t(`filter.${name}`), control);
-  });
-  const filters = h(
-    "form",
-    {
-      class: "filters card",
-      "aria-labelledby": "filters-heading",
-      onSubmit: async (event) => {
-        event.preventDefault();
-        const data = new FormData(event.target);
-        for (const name of Object.keys(FILTERS)) state.filters[name] = data.get(name) || "";
-        try {
-          await loadPage(ctx, state, false);
-          ctx.clear();
-        } catch (error) {
-          ctx.fail(error);
-        }
-        ctx.announce(t("memories.count", { loaded: fill() }));
-      },
-    },
-    h(
-      "fieldset",
-      {},
-      h("legend", { id: "filters-heading" }, t("filter.heading")),
-      h(
-        "div",
-        { class: "row" },
-        filterControls,
-        h("button", { type: "submit", "data-focus-key": "apply-filters" }, t("filter.apply")),
-      ),
-    ),
-  );
-
-  let announceTimer = null;
-  const search = h("input", {
-    type: "search",
-    name: "q",
-    value: state.search,
-    autocomplete: "off",
-    "data-focus-key": "search",
-    "aria-controls": "memory-count",
-    onInput: (event) => {
-      state.search = event.target.value.trim();
-      const shown = fill();
-      window.clearTimeout(announceTimer);
-      announceTimer = window.setTimeout(
-        () => ctx.announce(t("memories.count_search", { shown, loaded: state.items.length })),
-        400,
-      );
-    },
-  });
-  const searchBox = h(
-    "div",
-    { role: "search", class: "search" },
-    field(t("search.label"), search, t("search.hint")),
-  );
-
-  const more = state.next
-    ? h(
-        "button",
-        {
-          type: "button",
-          class: "secondary",
-          "data-focus-key": "load-more",
-          onClick: async () => {
-            const before = state.items.length;
-            try {
-              await loadPage(ctx, state, true);
-            } catch (error) {
-              ctx.fail(error);
-              return;
-            }
-            await ctx.go("memories", { focus: `open-${state.items[before]?.memory_id}` });
-            ctx.announce(t("memories.loaded_more", { count: state.items.length - before }));
-          },
-        },
-        t("memories.load_more"),
-      )
-    : h("p", { class: "hint" }, state.items.length ? t("memories.all_loaded") : "");
+  ctx.refresher = async () => {
+    const before = JSON.stringify(state.items);
+    try {
+      await loadPage(ctx, state, false);
+    } catch {
+      return; // the feed only hints; a failed refresh leaves the page as it was
+    }
+    if (JSON.stringify(state.items) !== before) await ctx.redraw();
+  };
 
   mount(main,
     h(
@@ -174,42 +63,167 @@ export async function renderMemories(ctx, main) {
         t("memories.new"),
       ),
     ),
-    filters,
-    searchBox,
-    count,
-    table,
-    empty,
-    more,
+    searchForm(ctx, q, filters),
+    filterForm(ctx, q, filters),
+    h("p", { class: "count", id: "memory-count" }, countText(q, shown.length)),
+    shown.length ? table(ctx, shown) : emptyState(q, filters),
+    more(ctx, state),
   );
-  fill();
 }
 
-function row(ctx, m) {
-  const open = () => ctx.go("detail", { memoryId: m.memory_id });
+function countText(q, loaded) {
+  return q ? tn("memories.found", loaded, { q }) : t("memories.count", { loaded });
+}
+
+/** Three different nothings: an empty account, no match for the search, no match for filters. */
+function emptyState(q, filters) {
+  if (q) return h("p", { class: "empty", id: "memories-empty" }, t("memories.empty_search", { q }));
+  if (Object.keys(filters).length) {
+    return h("p", { class: "empty", id: "memories-empty" }, t("memories.empty_filtered"));
+  }
+  return h(
+    "div",
+    { class: "empty card", id: "memories-empty" },
+    h("p", {}, t("memories.empty_account")),
+    h("p", { class: "hint" }, t("memories.empty_account_hint")),
+  );
+}
+
+function searchForm(ctx, q, filters) {
+  const input = h("input", {
+    type: "search",
+    name: "q",
+    value: q,
+    maxlength: 500,
+    autocomplete: "off",
+    "data-focus-key": "search",
+  });
+  return h(
+    "form",
+    {
+      role: "search",
+      class: "search",
+      onSubmit: async (event) => {
+        event.preventDefault();
+        const text = input.value.trim();
+        await ctx.go("memories", { query: { ...filters, q: text }, focus: "search" });
+        ctx.announce(document.getElementById("memory-count")?.textContent || "");
+      },
+    },
+    h(
+      "div",
+      { class: "row" },
+      field(t("search.label"), input, t("search.hint")),
+      h("button", { type: "submit", "data-focus-key": "search-submit" }, t("search.submit")),
+      q
+        ? h(
+            "button",
+            {
+              type: "button",
+              class: "secondary",
+              "data-focus-key": "search-clear",
+              onClick: () => ctx.go("memories", { query: filters, focus: "search" }),
+            },
+            t("search.clear"),
+          )
+        : null,
+    ),
+  );
+}
+
+function filterForm(ctx, q, filters) {
+  const controls = Object.entries(FILTERS).map(([name, values]) =>
+    field(t(`filter.${name}`), select(options(LABELS[name], values, "filter.any"), filters[name] || "", { name })),
+  );
+  return h(
+    "form",
+    {
+      class: "filters card",
+      "aria-labelledby": "filters-heading",
+      onSubmit: async (event) => {
+        event.preventDefault();
+        const data = new FormData(event.target);
+        const chosen = Object.fromEntries(Object.keys(FILTERS).map((n) => [n, data.get(n) || ""]));
+        await ctx.go("memories", { query: { ...chosen, q }, focus: "apply-filters" });
+        ctx.announce(document.getElementById("memory-count")?.textContent || "");
+      },
+    },
+    h(
+      "fieldset",
+      {},
+      h("legend", { id: "filters-heading" }, t("filter.heading")),
+      h(
+        "div",
+        { class: "row" },
+        controls,
+        h("button", { type: "submit", "data-focus-key": "apply-filters" }, t("filter.apply")),
+      ),
+    ),
+  );
+}
+
+const COLUMNS = ["key", "content", "category", "scope", "status", "revision", "updated", "actions"];
+
+function table(ctx, items) {
+  return h(
+    "table",
+    { class: "memories" },
+    h("caption", { class: "sr-only" }, t("memories.caption")),
+    h("thead", {}, h("tr", {}, COLUMNS.map((c) => h("th", { scope: "col" }, t(`memories.column.${c}`))))),
+    h("tbody", {}, items.map((m) => row(m))),
+  );
+}
+
+function row(m) {
+  const label = (c) => t(`memories.column.${c}`);
   return h(
     "tr",
     { class: m.status === "suppressed" ? "suppressed" : "" },
-    h("th", { scope: "row" }, h("span", { class: "key" }, m.memory_key)),
-    h("td", { class: "content" }, m.content),
-    h("td", {}, t(`category.${m.category}`)),
-    h("td", {}, scopeText(m.scope_type, m.workspace_type)),
-    h("td", {}, h("span", { class: `badge ${m.status}` }, t(`status.${m.status}`))),
-    h("td", {}, String(m.revision)),
-    h("td", { class: "nowrap" }, when(m.updated_at)),
+    h("th", { scope: "row", class: "key-cell" }, h("span", { class: "key" }, keyText(m.memory_key))),
+    h("td", { class: "content", "data-label": label("content") }, m.content),
+    h("td", { class: "short", "data-label": label("category") }, t(`category.${m.category}`)),
+    h("td", { class: "short", "data-label": label("scope") }, scopeText(m.scope_type, m.workspace_type)),
     h(
       "td",
-      {},
-      h(
-        "button",
-        {
-          type: "button",
-          class: "secondary",
-          "data-focus-key": `open-${m.memory_id}`,
-          "aria-label": t("memories.open_named", { key: m.memory_key }),
-          onClick: open,
-        },
-        t("memories.open"),
-      ),
+      { class: "short", "data-label": label("status") },
+      h("span", { class: `badge ${m.status}` }, t(`status.${m.status}`)),
     ),
+    h("td", { class: "short", "data-label": label("revision") }, String(m.revision)),
+    h("td", { class: "short", "data-label": label("updated") }, when(m.updated_at)),
+    h(
+      "td",
+      { class: "short row-actions" },
+      memoryLink(m.memory_id, t("memories.open"), {
+        class: "button secondary",
+        "data-focus-key": `open-${m.memory_id}`,
+        "aria-label": t("memories.open_named", { key: m.memory_key }),
+      }),
+    ),
+  );
+}
+
+function more(ctx, state) {
+  if (!state.next) {
+    return h("p", { class: "hint" }, state.items.length ? t("memories.all_loaded") : "");
+  }
+  return h(
+    "button",
+    {
+      type: "button",
+      class: "secondary",
+      "data-focus-key": "load-more",
+      onClick: async () => {
+        const before = state.items.length;
+        try {
+          await loadPage(ctx, state, true);
+        } catch (error) {
+          ctx.fail(error);
+          return;
+        }
+        await ctx.redraw(`open-${state.items[before]?.memory_id}`);
+        ctx.announce(tn("memories.loaded_more", state.items.length - before));
+      },
+    },
+    t("memories.load_more"),
   );
 }

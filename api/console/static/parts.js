@@ -2,6 +2,7 @@
 
 import { field, h, select } from "./dom.js";
 import { t } from "./i18n.js";
+import { routeHash } from "./route.js";
 
 export const CATEGORIES = [
   "preference", "goal", "constraint", "background", "fact", "profile", "project", "other",
@@ -11,6 +12,12 @@ export const WORKSPACES = ["learning", "teaching", "research"];
 /** [[value, label]] for an enum, labels from the dictionary (`category.preference`, …). */
 export function options(kind, values, any) {
   return [...(any ? [["", t(any)]] : []), ...values.map((v) => [v, t(`${kind}.${v}`)])];
+}
+
+/** A memory key that may wrap after its underscores (never inside a word): a_b_c -> a_<wbr>b_<wbr>c. */
+export function keyText(key) {
+  const parts = key.split("_");
+  return parts.flatMap((part, i) => (i < parts.length - 1 ? [`${part}_`, h("wbr")] : [part]));
 }
 
 /** "Global" or "Workspace: learning", in the UI language. */
@@ -34,17 +41,14 @@ export function scopeFields(scopeType, workspaceType) {
   return [field(t("field.scope"), scope), field(t("field.workspace"), workspace, t("field.workspace_hint"))];
 }
 
-/** The way back from one memory to the list, focusing the row it came from. */
+/** The way back from one memory to the list as it was (the list focuses the row it came from). */
 export function backToList(ctx) {
-  return h(
-    "button",
-    {
-      type: "button",
-      class: "link back",
-      onClick: () => ctx.go("memories", { focus: `open-${ctx.memoryId}` }),
-    },
-    t("detail.back"),
-  );
+  return h("a", { class: "back", href: ctx.listHash, "data-focus-key": "back" }, t("detail.back"));
+}
+
+/** A link to one memory (or its history): a real URL, so it can be opened in a new tab. */
+export function memoryLink(memoryId, text, props = {}) {
+  return h("a", { href: routeHash({ view: "memory", memoryId }), ...props }, text);
 }
 
 /** The memory list reloads next time it is shown (after a change elsewhere). */
