@@ -18,7 +18,16 @@ from api.mcp.http import mount_mcp
 from api.metrics import StateCollector
 from api.middleware import Admission, BodyLimit, RequestContext, WritePosition
 from api.openapi import document, mount_docs, operation_id
-from api.routes import audit, audit_replay, candidates, legacy, memories, settings, tools
+from api.routes import (
+    audit,
+    audit_replay,
+    candidates,
+    changes,
+    legacy,
+    memories,
+    settings,
+    tools,
+)
 from api.schemas.errors import ERROR_RESPONSES
 from api.services import Services
 from api.version import package_version
@@ -79,7 +88,7 @@ def create_app(services: Services, *, max_lag: int = 1000) -> FastAPI:
             unembedded=VectorReads(services.reads).without_vector,
         )
     )
-    for module in (memories, legacy, candidates, settings, tools, audit, audit_replay):
+    for module in (memories, changes, legacy, candidates, settings, tools, audit, audit_replay):
         app.include_router(module.router)
     mount_console(app)
     mount_mcp(app)  # the same tools over MCP at /mcp

@@ -28,6 +28,7 @@ from projections.worker import ProjectionWorker, ensure_tables
 from retrieval.cache import QueryCache, SearchKey
 from retrieval.glossary import shared_glossary
 from retrieval.hybrid import HybridSource
+from retrieval.owner import OwnerSearch
 from retrieval.rerank import Reranker
 from retrieval.rerankers import make_scorer
 from retrieval.search import Found, MemorySearch
@@ -328,6 +329,7 @@ def build_services(
     cache: QueryCache[SearchKey, Found] = QueryCache(ttl=settings.search_cache_ttl)
     if reranker is None:
         reranker = build_reranker(settings)
+    vectors = HybridSource(embeddings) if embeddings else None
     return Services(
         ledger=ledger,
         reads=Reads(read_pool or worker.status_pool, settings.db_schema),
@@ -342,13 +344,14 @@ def build_services(
         search_cache=cache,
         embeddings=embeddings,
         embedding_worker=embedding_worker,
-        limits=UserLimits(settings.user_concurrency, settings.user_search_concurrency),
-        max_concurrency=settings.max_concurrency,
-        search=MemorySearch(
-            cache,
-            vectors=HybridSource(embeddings) if embeddings else None,
-            reranker=reranker,
+        limits=UserLimits(
+            settings.user_concurrency, settings.user_search_concurrency, settings.user_streams
         ),
+        max_concurrency=settings.max_concurrency,
+        search=MemorySearch(cache, vectors=vectors, reranker=reranker),
+        owner_search=OwnerSearch(vectors=vectors, reranker=reranker),
+        feed_poll=settings.feed_poll,
+        feed_heartbeat=settings.feed_heartbeat,
     )
 
 

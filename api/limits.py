@@ -4,7 +4,9 @@ Every authenticated request holds one of its user's (the token's `sub`) `request
 while its route runs (MEMLEDGER_USER_CONCURRENCY; taken by the identity dependency in
 api/deps.py, or by an MCP tool call, and released when the route or call returns, before a
 streamed body is sent); a search (service/tool_reads.py) also holds one of the user's
-`searches` slots (MEMLEDGER_USER_SEARCH_CONCURRENCY), searches being the CPU-heavy call. A
+`searches` slots (MEMLEDGER_USER_SEARCH_CONCURRENCY), searches being the CPU-heavy call; a
+change-feed stream (`GET /me/changes` as Server-Sent Events) holds one of the user's `streams`
+slots (MEMLEDGER_USER_STREAMS) while it is open, not a request slot. A
 request finding its user's slots all taken is refused at once with
 `UserBusy`, answered 429 with Retry-After by api/errors.py: nothing waits, so a user who
 floods the service fills no queue and no thread, and other users' requests are served as
@@ -18,21 +20,24 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Final, Literal
 
-__all__ = ["SEARCHES", "USER_REQUESTS", "Kind", "UserBusy", "UserLimits"]
+__all__ = ["SEARCHES", "STREAMS", "USER_REQUESTS", "Kind", "UserBusy", "UserLimits"]
 
 USER_REQUESTS: Final = 8
 """Default requests one user may have in flight at once (MEMLEDGER_USER_CONCURRENCY)."""
 SEARCHES: Final = 1
 """Default searches one user may have in flight at once (MEMLEDGER_USER_SEARCH_CONCURRENCY)."""
 
-Kind = Literal["request", "search"]
+STREAMS: Final = 4
+"""Default change-feed streams one user may hold open at once (MEMLEDGER_USER_STREAMS)."""
+
+Kind = Literal["request", "search", "stream"]
 
 
 class UserBusy(Exception):
     """The caller already has `limit` requests of this kind in flight (HTTP 429)."""
 
     def __init__(self, kind: Kind, limit: int) -> None:
-        what = "requests" if kind == "request" else "searches"
+        what = {"request": "requests", "search": "searches", "stream": "change-feed streams"}[kind]
         super().__init__(
             f"too many concurrent {what}: at most {limit} at once per user; retry after the"
             " others are answered"
@@ -44,10 +49,12 @@ class UserBusy(Exception):
 class UserLimits:
     """In-flight counters per user and kind, thread-safe; 0 turns a kind's limit off."""
 
-    def __init__(self, requests: int = USER_REQUESTS, searches: int = SEARCHES) -> None:
-        if requests < 0 or searches < 0:
+    def __init__(
+        self, requests: int = USER_REQUESTS, searches: int = SEARCHES, streams: int = STREAMS
+    ) -> None:
+        if min(requests, searches, streams) < 0:
             raise ValueError("per-user limits are counts of requests (0: no limit)")
-        self.limits: dict[Kind, int] = {"request": requests, "search": searches}
+        self.limits: dict[Kind, int] = {"request": requests, "search": searches, "stream": streams}
         self._held: dict[tuple[Kind, str], int] = {}
         self._lock = threading.Lock()
 

@@ -23,6 +23,7 @@ from projections.reads import Reads
 from projections.worker import ProjectionWorker
 from retrieval.cache import QueryCache, SearchKey
 from retrieval.hybrid import HybridSource
+from retrieval.owner import OwnerSearch
 from retrieval.search import Found, MemorySearch
 from retrieval.vectors.service import EmbeddingService
 
@@ -67,13 +68,21 @@ class Services:
     Retry-After. 0 (services built by hand, in tests): no cap."""
     search: MemorySearch | None = None
     """The search tool's engine, built once (api/bootstrap.py; else from the two above)."""
+    owner_search: OwnerSearch | None = None
+    """The owner's search (`GET /me/core-memories?q=`), built once beside `search`."""
+    feed_poll: float = 1.0
+    """Seconds between two looks for new changes of an idle change-feed stream."""
+    feed_heartbeat: float = 10.0
+    """Seconds between two heartbeat comments of an idle change-feed stream (at most 15)."""
     _written: dict[str, int] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
+        vectors = HybridSource(self.embeddings) if self.embeddings is not None else None
         if self.search is None:
-            vectors = HybridSource(self.embeddings) if self.embeddings is not None else None
             self.search = MemorySearch(self.search_cache, vectors=vectors)
+        if self.owner_search is None:
+            self.owner_search = OwnerSearch(vectors=vectors)
 
     def wrote(self, user_id: str, outcome: Outcome) -> Outcome:
         """Remember the position of a user's write, so their next reads wait for it, and

@@ -139,6 +139,27 @@ class Settings(BaseSettings):
         description="searches one user may have in flight; past it 429 with Retry-After"
         " (0: no limit)",
     )
+    user_streams: int = Field(
+        4,
+        ge=0,
+        le=10000,
+        description="change-feed streams (GET /me/changes as Server-Sent Events) one user may"
+        " hold open; past it 429 with Retry-After (0: no limit)",
+    )
+    feed_poll: float = Field(
+        1.0,
+        gt=0,
+        le=60,
+        description="seconds between two looks for new changes of an idle change-feed stream"
+        " (each look a short read; no connection is held in between)",
+    )
+    feed_heartbeat: float = Field(
+        10.0,
+        gt=0,
+        le=15,
+        description="seconds between two heartbeat comments of an idle change-feed stream"
+        " (the contract asks for at least one every 15 s)",
+    )
     query_embed_chars: int = Field(
         100,
         ge=8,

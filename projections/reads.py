@@ -53,6 +53,10 @@ class Reads:
         """The user's live memories, oldest first, keyset-paginated."""
         return active_memories.memories(self, user_id, **query)
 
+    def memories_by_id(self, user_id: str, memory_ids: Sequence[UUID]) -> list[dict[str, Any]]:
+        """The user's live memories among `memory_ids`, in no particular order."""
+        return active_memories.memories_by_id(self, user_id, memory_ids)
+
     def memory_by_key(self, user_id: str, scope: Scope, memory_key: str) -> dict[str, Any] | None:
         """The live memory (active or suppressed) holding a normalised key in a scope, or None."""
         return active_memories.memory_by_key(self, user_id, scope, memory_key)
@@ -89,6 +93,10 @@ class Reads:
     ) -> list[dict[str, Any]]:
         """Audit rows after a position, ascending (`audit_log.audit`)."""
         return audit_log.audit(self, after=after, limit=limit, user_id=user_id, memory_id=memory_id)
+
+    def changes(self, user_id: str, *, after: int, limit: int) -> list[dict[str, Any]]:
+        """The user's memory and candidate changes after a position (`audit_log.changes`)."""
+        return audit_log.changes(self, user_id, after=after, limit=limit)
 
     def forgotten_scope(self, user_id: str, memory_id: UUID) -> Scope | None:
         """The scope a memory of this user had when it was forgotten; None if not forgotten."""

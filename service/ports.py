@@ -16,6 +16,7 @@ from domain.ledger.access import AccessHit
 from domain.ledger.ledger import MemoryLedger
 from domain.ledger.results import Outcome
 from projections.reads import Reads
+from retrieval.owner import OwnerSearch
 from retrieval.search import MemorySearch
 
 __all__ = ["AccessRecords", "Limits", "Ports", "UseCaseMetrics"]
@@ -35,7 +36,7 @@ class Limits(Protocol):
     """Per-user concurrency: `hold` raises at once when the user has no free slot."""
 
     def hold(
-        self, user: str, kind: Literal["request", "search"] = "request"
+        self, user: str, kind: Literal["request", "search", "stream"] = "request"
     ) -> AbstractContextManager[None]: ...
 
 
@@ -67,6 +68,8 @@ class Ports(Protocol):
     def reads(self) -> Reads: ...
     @property
     def search(self) -> MemorySearch | None: ...
+    @property
+    def owner_search(self) -> OwnerSearch | None: ...
     @property
     def access_log(self) -> AccessRecords | None: ...
     @property

@@ -14,20 +14,22 @@ from api.deps import CurrentIdentity, MinPosition, ServicesDep
 from api.schemas.memories import (
     Category,
     MemoryCreate,
+    MemoryFound,
     MemoryOut,
     MemoryPage,
     MemoryPatch,
+    MemorySearchPage,
     VersionList,
     VersionOut,
     VersionRestore,
     WorkspaceType,
     memory_out,
 )
-from api.schemas.text import CURSOR_PATTERN
+from api.schemas.text import CURSOR_PATTERN, MAX_QUERY_CHARS, TEXT_PATTERN
 from api.user_route import UserRoute
 from domain.model.values import UNSET, Scope
 from projections.views.active_memories import PageQuery
-from service import memories
+from service import memories, memory_search
 
 __all__ = ["router"]
 
@@ -39,7 +41,11 @@ _LOCATION = {
 }
 
 
-@router.get("", response_model=MemoryPage)
+@router.get(
+    "",
+    response_model=MemoryPage | MemorySearchPage,
+    responses={200: {"description": "a page of memories; with `q`, by relevance"}},
+)
 def list_memories(
     identity: CurrentIdentity,
     services: ServicesDep,
@@ -50,8 +56,33 @@ def list_memories(
     category: Category | None = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
     cursor: Annotated[str | None, Query(pattern=CURSOR_PATTERN)] = None,
-) -> MemoryPage:
-    """The caller's active and suppressed memories (filter by scope, status, category)."""
+    q: Annotated[
+        str | None,
+        Query(
+            min_length=1,
+            max_length=MAX_QUERY_CHARS,
+            pattern=TEXT_PATTERN,
+            description="search: the memories ranked by relevance to this text (any language),"
+            " each with its `relevance`",
+        ),
+    ] = None,
+) -> MemoryPage | MemorySearchPage:
+    """The caller's active and suppressed memories (filter by scope, status, category); with
+    `q`, those that answer it, best first (the search tool's retrieval over every scope)."""
+    if q is not None:
+        asked = memory_search.OwnerQuery(
+            q, scope_type, workspace_type, status_, category, limit, cursor
+        )
+        found = memory_search.search(services, identity, asked, min_position=at)
+        return MemorySearchPage(
+            items=[
+                MemoryFound.model_validate(
+                    {**memory_out(h.memory).model_dump(), "relevance": h.relevance}
+                )
+                for h in found.items
+            ],
+            next_cursor=found.next_cursor,
+        )
     query: PageQuery = {
         "scope_type": scope_type,
         "workspace_type": workspace_type,

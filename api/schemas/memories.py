@@ -18,9 +18,11 @@ __all__ = [
     "LegacyMemory",
     "MemoryCreate",
     "MemoryFields",
+    "MemoryFound",
     "MemoryOut",
     "MemoryPage",
     "MemoryPatch",
+    "MemorySearchPage",
     "VersionList",
     "VersionOut",
     "VersionRestore",
@@ -119,6 +121,24 @@ class MemoryPage(BaseModel):
     """A page of memories."""
 
     items: list[MemoryOut]
+    next_cursor: str | None
+
+
+class MemoryFound(MemoryOut):
+    """A memory the owner's search found, with its relevance."""
+
+    relevance: float = Field(
+        ge=0,
+        le=1,
+        description="how likely it answers the query (0-1, calibrated as the search tool's;"
+        " items are ordered by it)",
+    )
+
+
+class MemorySearchPage(BaseModel):
+    """A page of the owner's search (`q`): memories by relevance, best first."""
+
+    items: list[MemoryFound]
     next_cursor: str | None
 
 

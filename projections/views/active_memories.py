@@ -34,6 +34,7 @@ __all__ = [
     "PageQuery",
     "expired_count",
     "memories",
+    "memories_by_id",
     "memory",
     "memory_by_key",
     "retrievable_memories",
@@ -219,3 +220,18 @@ def memory_by_key(
     # Equal hashes of unequal keys are all but impossible; the opened key says for sure.
     rows = [row for row in rows if row["memory_key"] == memory_key]
     return rows[0] if rows else None
+
+
+def memories_by_id(
+    src: ReadSource, user_id: str, memory_ids: Sequence[UUID]
+) -> list[dict[str, Any]]:
+    """The user's live memories among `memory_ids`, in no particular order."""
+    if not memory_ids:
+        return []
+    return _all(
+        src,
+        SQL("SELECT {} FROM {} WHERE user_id = %s AND memory_id = ANY(%s)").format(
+            _MEMORY, src.t["active_memories"]
+        ),
+        (user_id, list(memory_ids)),
+    )

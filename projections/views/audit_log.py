@@ -25,7 +25,15 @@ from projections.views._rows import ReadSource, copy_rows
 from projections.views.profile_changes import TABLE as PROFILE_CHANGES
 from projections.views.profile_rules import FIELDS
 
-__all__ = ["EVENT_TYPES", "AuditLog", "audit", "event_type", "forgotten_scope"]
+__all__ = [
+    "CHANGE_TYPES",
+    "EVENT_TYPES",
+    "AuditLog",
+    "audit",
+    "changes",
+    "event_type",
+    "forgotten_scope",
+]
 
 EVENT_TYPES: Final[dict[type, str]] = {
     Memory.Created: "memory.created",
@@ -223,6 +231,26 @@ def audit(
     for row in rows:
         del row["seq"]
     return rows
+
+
+CHANGE_TYPES: Final = tuple(
+    sorted({name for cls, name in EVENT_TYPES.items() if _family(cls) in (_MEMORY, _CANDIDATE)})
+)
+"""The audit names of a user's memory and candidate changes: what the change feed shows (reads,
+searches, denials and settings are not changes of a memory)."""
+
+
+def changes(src: ReadSource, user_id: str, *, after: int, limit: int) -> list[dict[str, Any]]:
+    """The user's memory and candidate changes after a position, ascending: ids, type,
+    revision and time, never content (the change feed, `GET /me/changes`)."""
+    return src.all(
+        SQL(
+            "SELECT position, event_type, memory_id, candidate_id, revision, occurred_at"
+            " FROM {} WHERE user_id = %s AND position > %s AND event_type = ANY(%s)"
+            " ORDER BY position LIMIT %s"
+        ).format(src.t["audit_log"]),
+        (user_id, after, list(CHANGE_TYPES), limit),
+    )
 
 
 def forgotten_scope(src: ReadSource, user_id: str, memory_id: UUID) -> Scope | None:

@@ -38,6 +38,7 @@ __all__ = [
     "SearchTerms",
     "next_shadow_expiry",
     "open_search_rows",
+    "owner_rows",
     "stored_key_terms",
     "stored_terms",
     "term_hashes",
@@ -178,3 +179,31 @@ def next_shadow_expiry(
         (user_id, workspaces, now),
     )
     return rows[0]["at"] if rows else None
+
+
+OWNER_FILTERS = ("scope_type", "workspace_type", "status", "category")
+"""The columns the owner's search narrows by (`GET /me/core-memories?q=`'s filters)."""
+
+
+def owner_rows(
+    src: ReadSource, user_id: str, filters: Mapping[str, str | None]
+) -> list[dict[str, Any]]:
+    """Every live row of the user (any scope, active or suppressed, expired included) matching
+    `filters` (OWNER_FILTERS, None: any), unopened: what the owner's search ranks.
+
+    All of them, not the agent fetch's few: the owner's view has no visibility or shadowing
+    rule to narrow by, and a user's memories are a few thousand at most.
+    """
+    where = [SQL("user_id = %s")]
+    params: list[Any] = [user_id]
+    for column in OWNER_FILTERS:
+        if filters.get(column) is not None:
+            where.append(SQL(f"{column} = %s"))
+            params.append(filters[column])
+    columns = SQL(", ").join(SQL(c) for c in ("memory_id", *COLUMNS))
+    return src.all(
+        SQL("SELECT {} FROM {} WHERE {}").format(
+            columns, src.t["search_terms"], SQL(" AND ").join(where)
+        ),
+        tuple(params),
+    )

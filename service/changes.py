@@ -1,0 +1,122 @@
+"""The owner's change feed (`GET /me/changes`): their memory and candidate changes, in ledger
+order, ids and types only.
+
+The source is the audit_log projection, the ledger's notification log as auditors read it
+(`/audit/events`), narrowed to one user and to the changes of memories and candidates (not
+reads, searches, denials or settings). It holds ids, types, revisions and times, never content,
+so a forgotten memory's changes stay in the feed as what they were: ids and types, ending in
+`memory.deleted` (a tombstone), however often the feed is read afterwards. One user's positions
+strictly increase in commit order (the ledger's insert lock), so "after this position" loses
+and repeats nothing.
+
+The cursor is opaque: a version tag and the position, so a ledger partitioned later can encode
+its positions otherwise and refuse (422) the cursors of this version it can no longer place.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Final
+from uuid import UUID
+
+from projections.reads import InvalidCursor, Reads
+from projections.views.audit_log import AuditLog
+from service.caller import Identity
+from service.ports import Ports
+from service.reading import fresh_reads
+
+__all__ = ["MAX_LIMIT", "Change", "ChangePage", "decode_cursor", "follow", "now", "page"]
+
+MAX_LIMIT: Final = 1000
+_TAG: Final = "c1"  # a change-feed cursor, version 1
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """One change of one of the user's memories or candidates (never its content)."""
+
+    cursor: str
+    event_type: str
+    memory_id: UUID | None
+    candidate_id: UUID | None
+    revision: int | None
+    occurred_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class ChangePage:
+    """Changes after a cursor, and the cursor to read on from (the same one when none)."""
+
+    items: list[Change]
+    next_after: str
+
+
+def now(ports: Ports) -> str:
+    """The cursor of "from now": the ledger's head (every later change comes after it)."""
+    return _encode(ports.ledger.position())
+
+
+def page(
+    ports: Ports,
+    caller: Identity,
+    after: str | None,
+    limit: int = 100,
+    *,
+    min_position: int | None = None,
+) -> ChangePage:
+    """The user's changes after the cursor `after` (None: from now, so none), at most `limit`.
+
+    The read waits for the user's own earlier writes (and `min_position`), so a client sees the
+    change it just made; changes not projected yet come with a later page.
+    """
+    if after is None:
+        return ChangePage([], now(ports))
+    decode_cursor(after)
+    return _read(
+        fresh_reads(ports, caller.user_id, min_position, AuditLog.name), caller, after, limit
+    )
+
+
+def follow(ports: Ports, caller: Identity, after: str, limit: int = 100) -> ChangePage:
+    """As `page`, without waiting for any projection: a stream's next look (what is not
+    projected yet comes with a later look)."""
+    return _read(ports.reads, caller, after, limit)
+
+
+def _read(reads: Reads, caller: Identity, after: str, limit: int) -> ChangePage:
+    position = decode_cursor(after)
+    rows = reads.changes(caller.user_id, after=position, limit=max(1, min(limit, MAX_LIMIT)))
+    items = [
+        Change(
+            _encode(row["position"]),
+            row["event_type"],
+            row["memory_id"],
+            row["candidate_id"],
+            row["revision"],
+            row["occurred_at"],
+        )
+        for row in rows
+    ]
+    return ChangePage(items, items[-1].cursor if items else after)
+
+
+def decode_cursor(cursor: str) -> int:
+    """The ledger position a cursor of this feed names; InvalidCursor (422) for any other."""
+    try:
+        padded = cursor + "=" * (-len(cursor) % 4)
+        tag, position = json.loads(base64.urlsafe_b64decode(padded))
+        if tag != _TAG or not isinstance(position, int) or isinstance(position, bool):
+            raise ValueError(cursor)
+        if position < 0:
+            raise ValueError(cursor)
+        return position
+    except (ValueError, TypeError) as error:
+        raise InvalidCursor("cursor is not one this API returned") from error
+
+
+def _encode(position: int) -> str:
+    raw = json.dumps([_TAG, position], separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
