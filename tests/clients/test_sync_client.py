@@ -137,9 +137,9 @@ def test_settings_switch_the_agent_tools_off(alice: MemLedger, base_url: str, to
     assert alice.get_settings().saved_memory_enabled is True
     settings = alice.update_settings(saved_memory_enabled=False)
     assert (settings.saved_memory_enabled, settings.auto_extract_enabled) == (False, True)
-    with MemLedger(base_url, token("alice", workspace="learning")) as agent:
-        with pytest.raises(Forbidden) as disabled:
-            agent.tools.search_core_memories("anything")
+    agent = MemLedger(base_url, token("alice", workspace="learning"))
+    with agent, pytest.raises(Forbidden) as disabled:
+        agent.tools.search_core_memories("anything")
     assert disabled.value.reason == "memory_disabled"
 
 
