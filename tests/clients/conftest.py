@@ -13,6 +13,7 @@ import pytest
 from api.app import create_app
 from api.metrics import Metrics
 from api.services import Services
+from api.tokens import mint_token
 from memledger_client import MemLedger
 from projections.reads import Reads
 from projections.worker import ProjectionWorker
@@ -27,8 +28,6 @@ Token = Callable[..., str]
 
 @pytest.fixture
 def token() -> Token:
-    from api.tokens import mint_token
-
     def make(user: str = "alice", **claims: Any) -> str:
         return mint_token(JWT_SECRET, user, **claims)
 
@@ -76,8 +75,8 @@ def requests() -> Requests:
 class Stalled:
     """Two servers over one ledger whose projection worker is not running yet: a read that
     must show a write waits for it, then answers 503 with Retry-After (a lagging projection,
-    for real). `start_worker` lets the projections catch up; `start_on_retry` does it when
-    the SDK logs its first retry."""
+    for real). `start_worker` lets the projections catch up (the `start_on_retry` fixture:
+    when the SDK logs its first retry)."""
 
     def __init__(self, worker: ProjectionWorker, urls: tuple[str, str]) -> None:
         self.worker = worker
@@ -88,15 +87,6 @@ class Stalled:
         if not self.started:
             self.started = True
             self.worker.start()
-
-    def start_on_retry(self) -> logging.Handler:
-        stalled = self
-
-        class OnRetry(logging.Handler):
-            def emit(self, record: logging.LogRecord) -> None:
-                stalled.start_worker()
-
-        return OnRetry(logging.WARNING)
 
 
 @pytest.fixture
@@ -119,6 +109,23 @@ def stalled(
 
     with serving(create_app(services())) as writer, serving(create_app(services())) as reader:
         yield Stalled(worker, (writer, reader))
+
+
+@pytest.fixture
+def start_on_retry(stalled: Stalled) -> Iterator[None]:
+    """Start the stalled servers' worker when the SDK logs its first retry."""
+
+    class OnRetry(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            stalled.start_worker()
+
+    handler = OnRetry(logging.WARNING)
+    logger = logging.getLogger("memledger_client")
+    logger.addHandler(handler)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
 
 
 @pytest.fixture

@@ -8,23 +8,11 @@ the SDK logs its first retry, so what is asserted never depends on timing.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
 
 import pytest
 
 from memledger_client import MemLedger, Retries, Unavailable
 from tests.clients.conftest import Requests, Stalled, Token
-
-
-@pytest.fixture
-def start_on_retry(stalled: Stalled) -> Iterator[None]:
-    logger = logging.getLogger("memledger_client")
-    handler = stalled.start_on_retry()
-    logger.addHandler(handler)
-    try:
-        yield
-    finally:
-        logger.removeHandler(handler)
 
 
 def test_a_read_on_another_server_waits_for_the_write_and_retries_its_503(

@@ -263,21 +263,22 @@ class AsyncMemLedger(ClientBase):
     async def stream_changes(self, after: str | None = None) -> AsyncIterator[m.Change]:
         """The owner's changes as they happen (Server-Sent Events), without end.
 
-        Starts after the cursor `after` (None: from now). A dropped connection is resumed
+        Starts after the cursor `after` (None: now, the moment iteration starts; pass
+        `(await changes()).next_after` to fix it earlier). A dropped connection is resumed
         from the last change delivered (Last-Event-ID), within the retry budget of a call
         (reset by every change received); persist `change.cursor` to resume in another run.
-        Closing the iterator closes the connection.
+        Closing the iterator (`aclose()`) closes the connection.
         """
         cursor = after if after is not None else (await self.changes()).next_after
         decoder, failures = EventDecoder(), 0
         while True:
-            call = calls.changes(cursor, None)
             headers = {"Accept": "text/event-stream"}
             if cursor is not None:
                 headers["Last-Event-ID"] = cursor
             try:
-                async with self._stream(call, headers, STREAM_READ_TIMEOUT) as response:
-                    async for line in response.aiter_lines():
+                call = calls.changes(cursor, None)
+                async with self._stream(call, headers, STREAM_READ_TIMEOUT) as answer:
+                    async for line in answer.aiter_lines():
                         event = decoder.feed(line)
                         if event is None:
                             continue

@@ -254,21 +254,24 @@ class MemLedger(ClientBase):
     def stream_changes(self, after: str | None = None) -> Iterator[m.Change]:
         """The owner's changes as they happen (Server-Sent Events), without end.
 
-        Starts after the cursor `after` (None: from now). A dropped connection is resumed
-        from the last change delivered (Last-Event-ID), within the retry budget of a call
-        (reset by every change received); persist `change.cursor` to resume in another run.
-        Closing the iterator closes the connection.
+        Starts after the cursor `after` (None: now, the moment this is called). A dropped
+        connection is resumed from the last change delivered (Last-Event-ID), within the retry
+        budget of a call (reset by every change received); persist `change.cursor` to resume
+        in another run. Closing the iterator closes the connection.
         """
-        cursor = after if after is not None else self.changes().next_after
+        return self._follow(after if after is not None else self.changes().next_after)
+
+    def _follow(self, cursor: str | None) -> Iterator[m.Change]:
         decoder, failures = EventDecoder(), 0
         while True:
-            call = calls.changes(cursor, None)
             headers = {"Accept": "text/event-stream"}
             if cursor is not None:
                 headers["Last-Event-ID"] = cursor
             try:
-                with self._stream(call, headers, STREAM_READ_TIMEOUT) as response:
-                    for line in response.iter_lines():
+                with self._stream(
+                    calls.changes(cursor, None), headers, STREAM_READ_TIMEOUT
+                ) as answer:
+                    for line in answer.iter_lines():
                         event = decoder.feed(line)
                         if event is None:
                             continue
