@@ -20,8 +20,6 @@ from projections.worker import ProjectionWorker
 from tests.conftest import JWT_SECRET
 from tests.e2e.console_harness import serving
 
-pytestmark = pytest.mark.integration
-
 Token = Callable[..., str]
 """token(user="alice", **claims): a bearer token the test servers accept."""
 
