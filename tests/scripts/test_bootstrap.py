@@ -111,6 +111,7 @@ def test_testing_installs_again_when_the_sdk_pyproject_changes(checkout: Path) -
     os.utime(sdk, (stamp.stat().st_mtime + 10,) * 2)
     bootstrap(checkout, "dev")
     assert installs(venv) == [".[dev,otel] clients/python"] * 2
+    os.utime(sdk, (stamp.stat().st_mtime - 10,) * 2)
     bootstrap(checkout, "dev")
     assert len(installs(venv)) == 2  # up to date again
 
