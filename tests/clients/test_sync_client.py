@@ -4,6 +4,7 @@ endpoints, paging, and errors raised as exceptions carrying the contract's reaso
 from __future__ import annotations
 
 import uuid
+from datetime import UTC, datetime
 
 import pytest
 
@@ -152,3 +153,62 @@ def test_the_legacy_endpoints_put_list_and_forget_global_memories(alice: MemLedg
     assert alice.list_global_memories() == []
     with pytest.raises(NotFound):
         alice.forget_global_memory("language")
+
+
+def test_auditors_page_the_trail_replay_the_ledger_and_look_back_in_time(
+    alice: MemLedger, base_url: str, token: Token
+) -> None:
+    memory = alice.create_memory("language", "Answer in Python", "preference")
+    before_update = datetime.now(UTC)
+    alice.update_memory(memory.memory_id, 1, content="Answer in Rust")
+    with MemLedger(base_url, token("auditor", roles=["auditor"])) as auditor:
+        trail = list(auditor.audit.iter_events(limit=1, memory_id=memory.memory_id))
+        replayed = list(auditor.audit.replay(user_id="alice", memory_id=memory.memory_id))
+        then = auditor.audit.memories_as_of("alice", before_update)
+    assert [e.event_type for e in trail] == ["memory.created", "memory.updated"]
+    assert all(e.user_id == "alice" and e.content_hash for e in trail)
+    assert [r.data.get("content") for r in replayed if r.aggregate == "memory"] == [
+        "Answer in Python",
+        "Answer in Rust",
+    ]
+    assert [(m.memory_id, m.content, m.revision) for m in then.items] == [
+        (memory.memory_id, "Answer in Python", 1)
+    ]
+
+
+def test_an_agent_runtime_lists_the_tools_and_forwards_a_models_calls(
+    base_url: str, token: Token
+) -> None:
+    with MemLedger(base_url, token("alice", workspace="learning")) as agent:
+        names = [tool.name for tool in agent.tools.definitions()]
+        functions = agent.tools.function_definitions()
+        saved = agent.tools.call(
+            "save_core_memory",
+            {
+                "memory_key": "language",
+                "content": "Answer in Python",
+                "category": "preference",
+                "scope_type": "workspace",
+            },
+        )
+        found = agent.tools.search_core_memories("python", limit=3)
+        updated = agent.tools.update_core_memory(saved["memory"]["memory_id"], category="fact")
+        with pytest.raises(ValidationError) as unknown_field:  # no naming another user
+            agent.tools.call("list_core_memories", {"user_id": "bob"})
+    assert names == [
+        "search_core_memories",
+        "list_core_memories",
+        "save_core_memory",
+        "update_core_memory",
+        "forget_core_memory",
+        "propose_core_memory",
+    ]
+    assert [f["function"]["name"] for f in functions] == names
+    assert saved["status"] == "created" and saved["memory"]["workspace_type"] == "learning"
+    assert [hit.memory_key for hit in found.items] == ["language"] and found.total_tokens > 0
+    assert (updated.status, updated.memory.category, updated.memory.revision) == (
+        "updated",
+        "fact",
+        2,
+    )
+    assert unknown_field.value.status == 422

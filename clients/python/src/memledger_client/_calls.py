@@ -191,8 +191,16 @@ def forget_global_memory(key: str) -> Call[None]:
 # Agent tools ---------------------------------------------------------------------------------
 
 
-def list_tools(format: str) -> Call[list[m.Tool]]:
-    return Call("GET", "/tools", _list_of(m.Tool), {"format": format})
+def list_tools() -> Call[list[m.Tool]]:
+    return Call("GET", "/tools", _list_of(m.Tool))
+
+
+def function_tools() -> Call[list[dict[str, Any]]]:
+    return Call("GET", "/tools", _list_of_json, {"format": "openai"})
+
+
+def _list_of_json(body: Any) -> list[dict[str, Any]]:
+    return list(body)
 
 
 def tool(name: str, arguments: Mapping[str, Any], decode: Callable[[Any], T]) -> Call[T]:

@@ -7,7 +7,7 @@ User, workspace and mode come from the token, never from arguments. Each method 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any
 from uuid import UUID
 
 from memledger_client import _calls as calls
@@ -59,9 +59,13 @@ class Tools:
     def __init__(self, client: Sender) -> None:
         self._client = client
 
-    def definitions(self, format: Literal["default", "openai"] = "default") -> list[m.Tool]:
-        """The tools with their JSON Schemas (`openai`: strict function definitions)."""
-        return self._client._send(calls.list_tools(format))
+    def definitions(self) -> list[m.Tool]:
+        """The tools with their descriptions and JSON Schemas."""
+        return self._client._send(calls.list_tools())
+
+    def function_definitions(self) -> list[dict[str, Any]]:
+        """The tools as strict function-calling definitions (a chat API's `tools` list)."""
+        return self._client._send(calls.function_tools())
 
     def call(self, name: str, arguments: Mapping[str, Any]) -> Any:
         """Call a tool by name with a model's arguments; the answer as decoded JSON."""
@@ -118,9 +122,13 @@ class AsyncTools:
     def __init__(self, client: AsyncSender) -> None:
         self._client = client
 
-    async def definitions(self, format: Literal["default", "openai"] = "default") -> list[m.Tool]:
-        """The tools with their JSON Schemas (`openai`: strict function definitions)."""
-        return await self._client._send(calls.list_tools(format))
+    async def definitions(self) -> list[m.Tool]:
+        """The tools with their descriptions and JSON Schemas."""
+        return await self._client._send(calls.list_tools())
+
+    async def function_definitions(self) -> list[dict[str, Any]]:
+        """The tools as strict function-calling definitions (a chat API's `tools` list)."""
+        return await self._client._send(calls.function_tools())
 
     async def call(self, name: str, arguments: Mapping[str, Any]) -> Any:
         """Call a tool by name with a model's arguments; the answer as decoded JSON."""
