@@ -14,12 +14,11 @@ import httpx2
 
 from memledger_client import _calls as calls
 from memledger_client import models as m
-from memledger_client._base import DEFAULT_TIMEOUT, STREAM_READ_TIMEOUT, ClientBase
+from memledger_client._base import DEFAULT_TIMEOUT, ClientBase
 from memledger_client._calls import NOT_GIVEN, Call, NotGiven
+from memledger_client._feed import follow_async
 from memledger_client._retry import Attempts, Retries
-from memledger_client._sse import EventDecoder
 from memledger_client.audit import AsyncAudit
-from memledger_client.errors import TransportFailed
 from memledger_client.tools import AsyncTools
 
 __all__ = ["AsyncMemLedger"]
@@ -256,7 +255,7 @@ class AsyncMemLedger(ClientBase):
             page = await self.changes(after, limit=limit)
             for item in page.items:
                 yield item
-            if not page.items or page.next_after is None:
+            if not page.items:
                 return
             after = page.next_after
 
@@ -270,27 +269,8 @@ class AsyncMemLedger(ClientBase):
         Closing the iterator (`aclose()`) closes the connection.
         """
         cursor = after if after is not None else (await self.changes()).next_after
-        decoder, failures = EventDecoder(), 0
-        while True:
-            headers = {"Accept": "text/event-stream"}
-            if cursor is not None:
-                headers["Last-Event-ID"] = cursor
-            try:
-                call = calls.changes(cursor, None)
-                async with self._stream(call, headers, STREAM_READ_TIMEOUT) as answer:
-                    async for line in answer.aiter_lines():
-                        event = decoder.feed(line)
-                        if event is None:
-                            continue
-                        change = m.Change.model_validate_json(event.data)
-                        cursor, failures = change.cursor, 0
-                        yield change
-            except (httpx2.TransportError, TransportFailed):
-                pass  # resumed below, from the last change delivered
-            failures += 1
-            if failures > self.retries.max_retries:
-                raise TransportFailed(f"the change stream failed {failures} times in a row")
-            await asyncio.sleep(self.retries.pause(failures - 1, _seconds(decoder.retry)))
+        async for change in follow_async(self, cursor, self.retries):
+            yield change
 
     # Sending ----------------------------------------------------------------------------------
 
@@ -346,7 +326,3 @@ class _Streamed:
     async def __aexit__(self, *_: object) -> None:
         if self._response is not None:
             await self._response.aclose()
-
-
-def _seconds(milliseconds: int | None) -> float | None:
-    return None if milliseconds is None else milliseconds / 1000

@@ -13,12 +13,11 @@ import httpx2
 
 from memledger_client import _calls as calls
 from memledger_client import models as m
-from memledger_client._base import DEFAULT_TIMEOUT, STREAM_READ_TIMEOUT, ClientBase
+from memledger_client._base import DEFAULT_TIMEOUT, ClientBase
 from memledger_client._calls import NOT_GIVEN, Call, NotGiven
+from memledger_client._feed import follow
 from memledger_client._retry import Attempts, Retries
-from memledger_client._sse import EventDecoder
 from memledger_client.audit import Audit
-from memledger_client.errors import TransportFailed
 from memledger_client.tools import Tools
 
 __all__ = ["MemLedger"]
@@ -247,7 +246,7 @@ class MemLedger(ClientBase):
         while True:
             page = self.changes(after, limit=limit)
             yield from page.items
-            if not page.items or page.next_after is None:
+            if not page.items:
                 return
             after = page.next_after
 
@@ -259,31 +258,8 @@ class MemLedger(ClientBase):
         budget of a call (reset by every change received); persist `change.cursor` to resume
         in another run. Closing the iterator closes the connection.
         """
-        return self._follow(after if after is not None else self.changes().next_after)
-
-    def _follow(self, cursor: str | None) -> Iterator[m.Change]:
-        decoder, failures = EventDecoder(), 0
-        while True:
-            headers = {"Accept": "text/event-stream"}
-            if cursor is not None:
-                headers["Last-Event-ID"] = cursor
-            try:
-                with self._stream(
-                    calls.changes(cursor, None), headers, STREAM_READ_TIMEOUT
-                ) as answer:
-                    for line in answer.iter_lines():
-                        event = decoder.feed(line)
-                        if event is None:
-                            continue
-                        change = m.Change.model_validate_json(event.data)
-                        cursor, failures = change.cursor, 0
-                        yield change
-            except (httpx2.TransportError, TransportFailed):
-                pass  # resumed below, from the last change delivered
-            failures += 1
-            if failures > self.retries.max_retries:
-                raise TransportFailed(f"the change stream failed {failures} times in a row")
-            time.sleep(self.retries.pause(failures - 1, _seconds(decoder.retry)))
+        cursor = after if after is not None else self.changes().next_after
+        return follow(self, cursor, self.retries)
 
     # Sending ----------------------------------------------------------------------------------
 
@@ -335,7 +311,3 @@ class _Streamed:
 
     def __exit__(self, *_: object) -> None:
         self.response.close()
-
-
-def _seconds(milliseconds: int | None) -> float | None:
-    return None if milliseconds is None else milliseconds / 1000

@@ -150,7 +150,7 @@ class ChangePage(_Shape):
     """A page of the change feed; pass `next_after` as `after` to read on."""
 
     items: list[Change]
-    next_after: Cursor | None
+    next_after: Cursor
 
 
 class Tool(_Shape):
