@@ -10,8 +10,16 @@ import pytest
 from fastapi.testclient import TestClient
 
 from api.access_log import AccessLog
+from api.app import create_app
+from api.metrics import Metrics
 from api.services import Services
 from domain.ledger.ledger import MemoryLedger
+from domain.model.values import Scope
+from projections.reads import Reads
+from projections.registry import all_projections
+from projections.worker import ProjectionWorker
+from retrieval.vectors.service import EmbeddingService
+from tests.conftest import JWT_SECRET
 
 Auth = Callable[..., dict[str, str]]
 BASE = "/me/core-memories"
@@ -210,3 +218,43 @@ def test_the_search_is_recorded_as_a_read_of_what_it_returned(
 def test_an_agent_turn_token_is_403(client: TestClient, auth: Auth) -> None:
     response = client.get(BASE, params={"q": "tea"}, headers=auth(mode="no_write"))
     assert response.status_code == 403 and response.json()["reason"] == "agent_token"
+
+
+def test_it_finds_by_meaning_across_languages(
+    ledger: MemoryLedger,
+    make_worker: Callable[..., ProjectionWorker],
+    embedding_service: EmbeddingService,
+    auth: Auth,
+) -> None:
+    worker = make_worker(all_projections(embedding_service))
+    made = {
+        key: ledger.create_memory(
+            "alice", scope=scope, memory_key=key, content=content, category="preference"
+        ).memory
+        for key, content, scope in [
+            ("explanation_preference", "我更喜欢先看例子再看定义", Scope.global_()),
+            (
+                "study_time",
+                "On weekdays I can only study for one hour.",
+                Scope.workspace("research"),
+            ),
+            ("lunch", "I eat lunch at noon", Scope.global_()),
+        ]
+    }
+    worker.catch_up()  # every view, the vectors included
+    services = Services(
+        ledger=ledger,
+        reads=Reads(worker.pool, worker.schema),
+        metrics=Metrics(),
+        jwt_secret=JWT_SECRET,
+        worker=worker,
+        embeddings=embedding_service,
+    )
+    with TestClient(create_app(services)) as client:
+        by_english = found(client, auth, "examples before definitions")["items"]
+        by_chinese = found(client, auth, "工作日我能学习多久")["items"]
+
+    chinese, english = made["explanation_preference"], made["study_time"]
+    assert chinese is not None and english is not None
+    assert by_english and by_english[0]["memory_id"] == str(chinese.memory_id)
+    assert by_chinese and by_chinese[0]["memory_id"] == str(english.memory_id)
