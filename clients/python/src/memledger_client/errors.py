@@ -67,7 +67,7 @@ class APIError(MemLedgerError):
         self.reason: str | None = body.get("reason")
         self.body: dict[str, Any] = body
         self.request_id: str | None = body.get("request_id") or response.headers.get("X-Request-ID")
-        super().__init__(f"{self.status} {self.reason or ''} {self.detail}".replace("  ", " "))
+        super().__init__(" ".join(filter(None, [str(self.status), self.reason, self.detail])))
 
 
 class Unauthorized(APIError):
