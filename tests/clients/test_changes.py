@@ -6,6 +6,8 @@ from __future__ import annotations
 from itertools import islice
 
 from memledger_client import MemLedger
+from tests.clients.conftest import Token
+from tests.clients.proxy import Proxy
 
 
 def test_changes_are_paged_in_order_from_a_cursor(alice: MemLedger) -> None:
@@ -54,3 +56,20 @@ def test_a_stream_from_now_sees_only_later_changes(alice: MemLedger) -> None:
     (change,) = islice(stream, 1)
     stream.close()
     assert (change.event_type, change.memory_id) == ("memory.created", later.memory_id)
+
+
+def test_a_dropped_stream_resumes_after_the_last_change_delivered(
+    base_url: str, token: Token
+) -> None:
+    with Proxy(base_url) as proxy, MemLedger(proxy.url, token()) as alice:
+        start = alice.changes().next_after
+        first = alice.create_memory("language", "Answer in Python", "preference")
+        stream = alice.stream_changes(start)
+        before = next(stream)
+        opened = proxy.accepted
+        proxy.cut()  # the stream's connection dies under it
+        second = alice.create_memory("diet", "Vegetarian", "fact")
+        after = next(stream)
+        stream.close()
+    assert (before.memory_id, after.memory_id) == (first.memory_id, second.memory_id)
+    assert proxy.accepted > opened  # a new connection, resumed from `before.cursor`
