@@ -8,6 +8,10 @@ from typing import get_args
 
 from api.schemas.memories import Category, WorkspaceType
 from domain.model.values import CATEGORIES, WORKSPACES
+from memledger_client import models as sdk
+
+SDK_MODELS = "clients/python/src/memledger_client/models.py"
+"""The Python SDK imports nothing of the server, so it restates the contract's workspaces."""
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -15,6 +19,10 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_the_api_types_are_the_domain_lists() -> None:
     assert get_args(WorkspaceType) == WORKSPACES
     assert get_args(Category) == CATEGORIES
+
+
+def test_the_sdk_workspaces_are_the_domain_list() -> None:
+    assert get_args(sdk.WorkspaceType) == WORKSPACES
 
 
 def test_no_other_code_lists_the_workspaces() -> None:
@@ -26,4 +34,4 @@ def test_no_other_code_lists_the_workspaces() -> None:
         check=False,
     ).stdout.split()
 
-    assert listed == ["domain/model/values.py"]
+    assert sorted(listed) == sorted(["domain/model/values.py", SDK_MODELS])

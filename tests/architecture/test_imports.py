@@ -11,7 +11,16 @@ import grimp
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-_PACKAGES = ("domain", "projections", "retrieval", "migration", "replay", "api", "evaluation")
+_PACKAGES = (
+    "domain",
+    "projections",
+    "retrieval",
+    "migration",
+    "replay",
+    "api",
+    "evaluation",
+    "memledger_client",  # the Python SDK (clients/python)
+)
 
 
 def _cycles(graph: grimp.ImportGraph) -> list[tuple[str, ...]]:
