@@ -39,6 +39,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "integration: needs a real PostgreSQL server")
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Under pytest-xdist (`--dist loadgroup`, scripts/test's default), the fault scenarios run
     one after another on one worker: they stop and restart servers and wait on outages."""
