@@ -39,6 +39,15 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "integration: needs a real PostgreSQL server")
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Under pytest-xdist (`--dist loadgroup`, scripts/test's default), the fault scenarios run
+    one after another on one worker: they stop and restart servers and wait on outages."""
+    for item in items:
+        if item.get_closest_marker("faults") is not None:
+            item.add_marker(pytest.mark.xdist_group("faults"))
+
+
 @pytest.fixture(scope="session")
 def database_url() -> str:
     """The server under test: MEMLEDGER_DATABASE_URL, else an embedded one under .memledger/."""

@@ -394,6 +394,7 @@ def test_unknown_or_malformed_candidate_ids(client: TestClient, auth: Auth, deci
         ("POST", f"{BASE}/{uuid4()}/accept"),
         ("POST", f"{BASE}/{uuid4()}/reject"),
     ],
+    ids=["list", "accept", "reject"],  # the same on every pytest-xdist worker
 )
 @pytest.mark.parametrize("headers", [{}, {"Authorization": "Bearer not-a-jwt"}])
 def test_no_valid_token_is_401(
