@@ -21,10 +21,11 @@ import logging
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from typing import Final, Protocol
+from uuid import UUID
 
 import numpy as np
 
@@ -310,9 +311,10 @@ class EmbeddingService:
                 while len(self._cache) > self._cache_size:
                     self._cache.popitem(last=False)
 
-    def vectors_changed(self, schema: str, users: set[str]) -> None:
-        """These users' vectors changed: their cached matrices are dropped (the view calls it)."""
-        self.matrices.evict(schema, users)
+    def vectors_forgotten(self, schema: str, forgotten: Mapping[str, set[UUID]]) -> None:
+        """These memories were forgotten (user -> ids): their rows leave the cached matrices
+        now (the embeddings view calls it)."""
+        self.matrices.forget(schema, forgotten)
 
     def clear_cache(self) -> None:
         """Forget every cached query vector."""

@@ -1,12 +1,12 @@
 """Vector reads: the caller's visible, retrievable memories scored against a query vector.
 
 Exact scoring, which is enough at our scale (thousands of memories per user): the user's
-current vectors are one matrix in memory (retrieval/vectors/matrix.py), loaded in one
-statement when the user's memories or vectors changed and otherwise taken from the
-`MatrixCache`; a search costs one short statement (the key), one matrix-vector product, a
-boolean mask for the visibility rules of the lexical fetch (user, scopes, active and unexpired,
-category, a global memory hidden by a visible workspace one with its key) and the rows of the
-few vector-only candidates. Only vectors of the current model and of the memory's current
+current vectors are one matrix in memory (retrieval/vectors/matrix.py), loaded once,
+refreshed from the changed rows when the user's memories or vectors changed (matrix_load.py)
+and otherwise taken from the `MatrixCache`; a search costs one short statement (the key), one
+matrix-vector product, a boolean mask for the visibility rules of the lexical fetch (user,
+scopes, active and unexpired, category, a global memory hidden by a visible workspace one with
+its key) and the rows of the few vector-only candidates. Only vectors of the current model and of the memory's current
 revision take part: a stale vector (content changed, not re-embedded yet) never speaks for new
 content.
 """
@@ -27,10 +27,11 @@ from psycopg.sql import SQL
 from domain.model.values import Scope
 from projections.reads import Reads
 from projections.tracking import Tables
-from projections.views.search_terms import COLUMNS as SEARCH_COLUMNS
+from projections.views.search_terms import READ_COLUMNS as SEARCH_COLUMNS
 from projections.views.search_terms import open_search_rows
-from retrieval.vectors.matrix import UserVectors, load_user_vectors, read_vector_key
+from retrieval.vectors.matrix import UserVectors
 from retrieval.vectors.matrix_cache import MatrixCache
+from retrieval.vectors.matrix_load import load_user_vectors, read_vector_key
 from retrieval.vectors.service import Vectors
 
 __all__ = ["Similar", "VectorReads"]
@@ -81,11 +82,11 @@ class VectorReads:
                 cached = cache.get(schema, user_id, model, key)
                 if cached is not None:
                     return cached
-            if known is not None and (known.key.table, known.matrix.shape[-1]) != (key.table, dim):
-                known = None  # another embeddings table (a rebuild) or size: read every vector
+            if known is not None and known.matrix.shape[-1] != dim:
+                known = None  # another size: read every vector
         loaded = load_user_vectors(self.reads, user_id, model, dim, known)
         if cache is not None and loaded.key.may_store:
-            cache.put(schema, user_id, model, loaded)
+            return cache.put(schema, user_id, model, loaded)
         return loaded
 
     def similar(
