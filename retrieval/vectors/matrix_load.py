@@ -76,8 +76,12 @@ def _rows_statement(schema: str, changed: bool) -> str:
     which = (
         " AND (s.position > %(since)s OR s.memory_id = ANY(%(pending)s::uuid[]))" if changed else ""
     )
+    # Rows can only have gone when search_terms moved since (a forget is an event of it).
     count = (
-        ", (SELECT count(*) FROM {terms} WHERE user_id = %(user)s) AS present" if changed else ""
+        ", CASE WHEN (SELECT position FROM {p} WHERE projection = 'search_terms') > %(since)s"
+        " THEN (SELECT count(*) FROM {terms} WHERE user_id = %(user)s) END AS present"
+        if changed
+        else ""
     )
     return (
         SQL(
@@ -90,7 +94,7 @@ def _rows_statement(schema: str, changed: bool) -> str:
             "  AND e.vector IS NOT NULL"
             " WHERE s.user_id = %(user)s" + which + ") d ON true"
         )
-        .format(key=_key_sql(t), terms=t["search_terms"], embeddings=t["embeddings"])
+        .format(key=_key_sql(t), p=t[TRACKING], terms=t["search_terms"], embeddings=t["embeddings"])
         .as_string(None)
     )
 
@@ -138,7 +142,8 @@ def load_user_vectors(
         found = [r[skip:] for r in rows if r[skip] is not None]
         base = known if known is not None else empty(key, dim)
         removed: set[UUID] = set()
-        if changed and int(rows[0][_KEY_COLUMNS]) < len(base.present | {r[0] for r in found}):
+        present = rows[0][_KEY_COLUMNS] if changed else None
+        if present is not None and present < len(base.present | {r[0] for r in found}):
             ids = {r[0] for r in cur.execute(_ids_statement(schema), params).fetchall()}
             removed = {m for m in base.present if m not in ids}
     opened = _opened(reads, [r for r in found if _needs_vector(r, base)], dim)

@@ -1,14 +1,14 @@
 """Vector reads: the caller's visible, retrievable memories scored against a query vector.
 
 Exact scoring, which is enough at our scale (thousands of memories per user): the user's
-current vectors are one matrix in memory (retrieval/vectors/matrix.py), loaded once,
-refreshed from the changed rows when the user's memories or vectors changed (matrix_load.py)
-and otherwise taken from the `MatrixCache`; a search costs one short statement (the key), one
+current vectors are one matrix in memory (retrieval/vectors/matrix.py), loaded once, refreshed
+from the changed rows when the user's memories or vectors changed (matrix_load.py) and
+otherwise taken from the `MatrixCache`; a search costs one short statement (the key), one
 matrix-vector product, a boolean mask for the visibility rules of the lexical fetch (user,
 scopes, active and unexpired, category, a global memory hidden by a visible workspace one with
-its key) and the rows of the few vector-only candidates. Only vectors of the current model and of the memory's current
-revision take part: a stale vector (content changed, not re-embedded yet) never speaks for new
-content.
+its key) and the rows of the few vector-only candidates. Only vectors of the current model and
+of the memory's current revision take part: a stale vector (content changed, not re-embedded
+yet) never speaks for new content.
 """
 
 from __future__ import annotations
@@ -100,15 +100,18 @@ class VectorReads:
         limit: int,
         category: str | None = None,
         include: Mapping[UUID, int] | None = None,
+        vectors: UserVectors | None = None,
     ) -> Similar:
         """The `limit` visible memories most similar to `query` (no floor: plain dense top-k).
 
         `include` maps the lexical candidates to their revision: each is given its similarity
-        whatever it is (when it has a vector of that revision).
+        whatever it is (when it has a vector of that revision). `vectors`: the user's matrix,
+        read by the caller already (`user_vectors`).
         """
         if not scopes:
             return _NONE
-        vectors = self.user_vectors(user_id, model, query.shape[-1])
+        if vectors is None or vectors.matrix.shape[-1] != query.shape[-1]:
+            vectors = self.user_vectors(user_id, model, query.shape[-1])
         if not vectors.ids:
             return _NONE
         # einsum, not BLAS: a multi-threaded BLAS matvec is faster alone but waits for busy
