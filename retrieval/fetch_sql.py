@@ -22,7 +22,7 @@ from typing import Any, Final
 
 from psycopg.sql import SQL, Composable, Composed, Literal
 
-from projections.views.search_terms import COLUMNS
+from projections.views.search_terms import READ_COLUMNS as COLUMNS
 from retrieval.query import MIN_MATCHED
 
 __all__ = ["KEY", "PHRASE", "REST", "STAGE", "Stage", "Statements", "statements"]

@@ -25,6 +25,7 @@ dense candidate. Why these signals and not others: docs/retrieval.md (the ablati
 
 from __future__ import annotations
 
+import heapq
 import json
 import math
 from collections.abc import Mapping, Sequence
@@ -121,12 +122,10 @@ class FusedRanker:
             if dense is not None and j is not None and j.category:
                 dense += w.listed  # a listing query (`j` is judged for dense rows only then)
             found.append((row, dense, j))
-        scores = sorted((d for _, d, _ in found if d is not None), reverse=True)
-        bar = scores[limit - 1] - w.translated if len(scores) >= limit else -math.inf
+        credited = self._credited(found, limit)
         ranked: list[tuple[tuple[object, ...], Scored]] = []
         for row, dense, j in found:
-            if dense is not None and self.dictionary is not None and dense >= bar:
-                dense += self.dictionary.credit(row.memory_key, row.content)
+            dense = credited.get(row.memory_id, dense)
             relevance = round(w.relevance(dense, j.coverage if j is not None else 0.0), 6)
             if relevance < floor:
                 continue
@@ -134,6 +133,36 @@ class FusedRanker:
             ranked.append(((-relevance, *tie), Scored(row, relevance)))
         ranked.sort(key=lambda pair: pair[0])
         return [scored for _, scored in ranked]
+
+    def _credited(
+        self, found: Sequence[tuple[SearchRow, float | None, Judgement | None]], limit: int
+    ) -> dict[UUID, float]:
+        """Dense scores with the dictionary's credit, of the rows it can lift into the first
+        `limit`: best dense first, until a row's score plus the most credit can give ranks
+        below the `limit`-th credited score so far (nor any after it, then), and never one
+        more than TRANSLATED below the `limit`-th best dense score. A credit costs a memory's
+        concepts (retrieval/glossary.py): most searches need a few, not all 50 candidates'."""
+        evidence, w = self.dictionary, WEIGHTS
+        if evidence is None or evidence.weight <= 0:
+            return {}
+        dense = sorted(((d, r) for r, d, _ in found if d is not None), key=lambda p: -p[0])
+        bar = dense[limit - 1][0] - w.translated if len(dense) >= limit else -math.inf
+        best: list[float] = []  # the `limit` best credited scores so far (a min-heap)
+        credited: dict[UUID, float] = {}
+        for score, row in dense:
+            if score < bar or (
+                len(best) >= limit and not _may_reach(score + evidence.weight, best[0])
+            ):
+                break
+            score += evidence.credit(row.memory_key, row.content)
+            credited[row.memory_id] = score
+            (heapq.heappush if len(best) < limit else heapq.heappushpop)(best, score)
+        return credited
+
+
+def _may_reach(score: float, kth: float) -> bool:
+    """A dense score can rank at or above `kth`'s (relevance is rounded: ties are possible)."""
+    return round(WEIGHTS.relevance(score, 0.0), 6) >= round(WEIGHTS.relevance(kth, 0.0), 6)
 
 
 def names_only_categories(query: Query) -> bool:

@@ -1,17 +1,18 @@
 """Dense candidates for a search: `HybridSource(service).find(...)` when embeddings are on.
 
-It embeds the query once (the service's query cache), scores the caller's visible memories
-exactly against their matrix (retrieval/vectors/store.py: kept in memory per user), and hands
-the `VECTOR_POOL` most similar, with the lexical candidates that have a current vector, to the
-fusion (retrieval/fusion.py) as cosine - HUBNESS x hubness, the hubness of the query's script
-as the embeddings projection stored it. The pool is plain dense top-k: no similarity floor, so
-every memory a dense search would return is a candidate. The scope, status, shadowing,
-category and budget rules stay in `search()`.
+It embeds the query once (the service's query cache), begun before the lexical fetch and the
+read of the user's matrix so that those run while the model does (`embed`, then `find`), scores
+the caller's visible memories exactly against their matrix (retrieval/vectors/store.py: kept in
+memory per user), and hands the `VECTOR_POOL` most similar, with the lexical candidates that
+have a current vector, to the fusion (retrieval/fusion.py) as cosine - HUBNESS x hubness, the
+hubness of the query's script as the embeddings projection stored it. The pool is plain dense
+top-k: no similarity floor, so every memory a dense search would return is a candidate. The
+scope, status, shadowing, category and budget rules stay in `search()`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final
@@ -25,7 +26,7 @@ from projections.reads import Reads
 from retrieval.fusion import WEIGHTS
 from retrieval.glossary import Evidence, shared_glossary
 from retrieval.query import Query
-from retrieval.vectors.service import EmbeddingService
+from retrieval.vectors.service import EmbeddingService, Vectors
 from retrieval.vectors.store import VectorReads
 
 __all__ = ["VECTOR_POOL", "Dense", "HybridSource"]
@@ -55,39 +56,54 @@ class HybridSource:
         model = self.service.model_id
         return model if model is not None and self.service.available else None
 
+    def embed(self, query: Query, user_id: str) -> Callable[[], Vectors | None] | None:
+        """The query's vector, begun now (call the result to wait for it), or None when
+        embeddings are off: the search is lexical."""
+        if self.service.model_id is None:
+            return None
+        return self.service.start_query(query.normal, normal=True, user=user_id)
+
     def find(
         self,
         reads: Reads,
         user_id: str,
         scopes: Sequence[Scope],
         query: Query,
+        vector: Callable[[], Vectors | None],
         *,
         now: datetime,
         category: str | None,
         lexical_revisions: Mapping[UUID, int],
         limit: int,
     ) -> Dense | None:
-        """Dense candidates, or None when embeddings are unavailable.
+        """Dense candidates, or None when the query has no vector (embedder unavailable, or
+        not within the budget).
 
-        `lexical_revisions`: the lexical candidates and their revisions (each gets its score
-        whatever it is, if it has a vector of that revision). Of the others, only the rows of
-        those that can rank within `limit` are read: a dense score more than TRANSLATED +
-        LISTED (all the fusion can add) below the `limit`-th best cannot.
+        `vector`: from `embed`; the user's matrix is read (or refreshed) before waiting for
+        it. `lexical_revisions`: the lexical candidates and their revisions (each gets its
+        score whatever it is, if it has a vector of that revision). Of the others, only the
+        rows of those that can rank within `limit` are read: a dense score more than
+        TRANSLATED + LISTED (all the fusion can add) below the `limit`-th best cannot.
         """
         model = self.service.model_id
-        vector = self.service.query(query.normal, normal=True, user=user_id) if model else None
-        if vector is None or model is None:
+        if model is None:
             return None
         store = VectorReads(reads, self.service.matrices)
+        dim = self.service.dimension
+        matrix = store.user_vectors(user_id, model, dim) if dim is not None else None
+        query_vector = vector()
+        if query_vector is None:
+            return None
         similar = store.similar(
             user_id,
             scopes,
-            vector,
+            query_vector,
             model=model,
             now=now,
             limit=VECTOR_POOL,
             category=category,
             include=lexical_revisions,
+            vectors=matrix,
         )
         script = int(is_cjk(query.text))
         scores = {

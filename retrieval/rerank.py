@@ -289,7 +289,8 @@ class Reranked:
     ) -> list[Scored]:
         """As `FusedRanker.rank`, the first candidates reranked before the threshold applies."""
         floor = THRESHOLD if min_relevance is None else min_relevance
-        every = self.fused.rank(query, rows, now=now, min_relevance=0.0, limit=limit)
+        head = max(limit, self.reranker.top)  # the order of every row it rescores is exact
+        every = self.fused.rank(query, rows, now=now, min_relevance=0.0, limit=head)
         reranked = self.reranker.rerank(query, every)
         self.applied = reranked is not None
         return [s for s in (every if reranked is None else reranked) if s.score >= floor]

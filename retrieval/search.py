@@ -51,8 +51,6 @@ def search(
     limit: int = DEFAULT_LIMIT,
     ranker: FusedRanker | Reranked | None = None,
     min_relevance: float | None = None,
-    total_tokens: int = TOTAL_TOKENS,
-    item_tokens: int = ITEM_TOKENS,
 ) -> SearchResult:
     """Retrievable, visible rows at or above `min_relevance` (default: the threshold), ranked
     for `query`, within the limit and budgets.
@@ -66,7 +64,7 @@ def search(
     limit = max(0, min(limit, MAX_LIMIT))
     ranker = ranker or FusedRanker({})
     ranked = ranker.rank(q, pool, now=now, min_relevance=min_relevance, limit=max(1, limit))
-    return budget(ranked, limit, total_tokens, item_tokens)
+    return budget(ranked, limit, TOTAL_TOKENS, ITEM_TOKENS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,14 +179,17 @@ class MemorySearch:
         limit: int,
         min_relevance: float,
     ) -> tuple[Found, list[dict[str, Any]], str]:
+        # hybrid: the query is embedded while the lexical rows are fetched
+        vector = self.vectors.embed(query, user_id) if self.vectors is not None else None
         rows = self.rows(reads, user_id, scopes, query, now=now, category=category, limit=limit)
         dense = None
-        if self.vectors is not None:  # hybrid: add the dense candidates
+        if self.vectors is not None and vector is not None:  # add the dense candidates
             dense = self.vectors.find(
                 reads,
                 user_id,
                 scopes,
                 query,
+                vector,
                 now=now,
                 category=category,
                 lexical_revisions={r["memory_id"]: r["revision"] for r in rows},

@@ -10,9 +10,10 @@ backfill rate is measured on fewer texts), for a quicker run. Then, in the same 
 lexical measurements and the primary-key floor: hybrid search through `MemorySearch` with the
 search cache off (query vectors cold at the start of each round, then cached as the service
 caches them; the user's vector matrix loaded once, then kept as the service keeps it while the
-user's memories do not change), the same with the matrix dropped before every query (what the
-first search after a change of the user's memories costs), with the search cache on (first
-pass: misses; second pass: hits), and the query embedding alone.
+user's memories do not change), the same with the matrix dropped before every query (a cold
+load: a user's first search, or one after the cache let the matrix go), the first search after
+a change (the user's vector stamp renewed: the matrix is refreshed from the changed rows), with
+the search cache on (first pass: misses; second pass: hits), and the query embedding alone.
 """
 
 from __future__ import annotations

@@ -19,9 +19,9 @@ without a vector (the embedder was off or failing) are filled later by `backfill
 time, from the memory's content in search_terms at the same revision, whenever the worker is
 caught up and the embedder answers. Every change of a user's vectors renews their stamp in
 `embedding_stamps` (read by retrieval/vectors/matrix.py: a cached matrix under an older stamp
-is refreshed from the changed rows before it is used), and a forget drops the user's matrices
-cached in this process at once (`PassageEmbedder.vectors_changed`), so search never scores
-with vectors that changed or were deleted.
+is refreshed from the changed rows before it is used), and a forget removes the memory's row
+from the matrices cached in this process at once (`PassageEmbedder.vectors_forgotten`), so
+search never scores with vectors that changed or were deleted.
 
 The embedder is injected (api/bootstrap.py): any `PassageEmbedder`, in production
 `retrieval.vectors.service.EmbeddingService`. The stored encoding of a vector (`to_bytes`,
@@ -35,7 +35,7 @@ then search uses the vectors it has (of the configured model).
 
 from __future__ import annotations
 
-from collections.abc import Sequence, Set
+from collections.abc import Mapping, Sequence
 from typing import Any, Final, Protocol
 from uuid import UUID
 
@@ -137,8 +137,8 @@ class PassageEmbedder(Protocol):
         """Each vector's (Latin, CJK) hubness, shape (n, 2), or None when off or failing."""
         ...
 
-    def vectors_changed(self, schema: str, users: set[str]) -> None:
-        """These users' vectors changed in `schema`: drop whatever was derived from them."""
+    def vectors_forgotten(self, schema: str, forgotten: Mapping[str, set[UUID]]) -> None:
+        """These memories (user -> ids) were forgotten in `schema`: drop what was derived."""
         ...
 
 
@@ -192,7 +192,7 @@ class Embeddings(Projection):
         rows = TABLE.changes(table)
         texts: dict[UUID, tuple[str | None, str]] = {}  # to embed: (key if unknown, content)
         users: set[str] = set()
-        forgotten: set[str] = set()
+        forgotten: dict[str, set[UUID]] = {}
         for envelope in batch:
             event = envelope.event
             kind = _KINDS(type(event))
@@ -217,7 +217,7 @@ class Embeddings(Projection):
             elif kind == _FORGOTTEN:
                 rows.delete(key)
                 texts.pop(key, None)
-                forgotten.add(event.user_id)
+                forgotten.setdefault(event.user_id, set()).add(key)
             else:
                 continue
             users.add(event.user_id)
@@ -231,10 +231,14 @@ class Embeddings(Projection):
         self._changed(cur, t, users, forgotten)
 
     def _changed(
-        self, cur: Cursor[Any], t: Tables, users: set[str], forgotten: Set[str] = frozenset()
+        self,
+        cur: Cursor[Any],
+        t: Tables,
+        users: set[str],
+        forgotten: Mapping[str, set[UUID]] | None = None,
     ) -> None:
         """New stamps for these users (a cached matrix is refreshed from the changed rows at its
-        next search), and the cached matrices of those who forgot a memory dropped at once.
+        next search), and the forgotten memories' rows removed from cached matrices at once.
 
         Not while rebuilding into fresh tables (`t.suffix`): nobody reads those yet, and the
         swap changes the embeddings table's identity, which every matrix key holds.
@@ -250,7 +254,7 @@ class Embeddings(Projection):
             (sorted(users),),
         )
         if self.service is not None and forgotten:
-            self.service.vectors_changed(t.schema, set(forgotten))
+            self.service.vectors_forgotten(t.schema, forgotten)
 
     def backfill(self, conn: Connection[Any], t: Tables) -> int:
         """Embed up to BACKFILL_BATCH memories stored without a vector; returns how many.

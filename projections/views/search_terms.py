@@ -5,7 +5,9 @@
 user's key makes them the user's own, so a GIN lookup only meets the user's rows, and a query's
 terms are hashed alike (`term_hashes`). Key and content are sealed like active_memories'. A
 forgotten memory leaves no row; a memory whose personal fields were redacted keeps its row but
-has no terms.
+has no terms. `position` is the ledger position of the last event that changed the row: a
+cached vector matrix (retrieval/vectors/matrix_load.py) reads only the rows changed since the
+position it was read at.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from projections.views._rows import Column, ReadSource, RowChanges
 
 __all__ = [
     "COLUMNS",
+    "READ_COLUMNS",
     "TABLE_NAME",
     "SearchTerms",
     "next_shadow_expiry",
@@ -45,8 +48,12 @@ __all__ = [
 ]
 
 TABLE_NAME = "search_terms"
-TABLE = memory_table(Column("terms", "int8[]"), Column("key_terms", "int8[]"))
+TABLE = memory_table(
+    Column("terms", "int8[]"), Column("key_terms", "int8[]"), Column("position", "int8")
+)
 COLUMNS = TABLE.names
+READ_COLUMNS = tuple(c for c in COLUMNS if c != "position")
+"""What search reads of a row (`position` only tells a cached vector matrix what changed)."""
 
 
 def term_hashes(seal: RowSeal, user_id: str) -> Callable[[Collection[str]], list[int]]:
@@ -108,6 +115,7 @@ class SearchTerms(Projection):
             vacuum_promptly(table),
             t.create_index("search_terms", "terms", "USING gin (terms)"),
             t.create_index("search_terms", "user_key", "(user_id, key_hash)"),
+            t.create_index("search_terms", "user_position", "(user_id, position)"),
             # The newest rows of a category first: a query that only names a category reads a
             # few index entries instead of sorting all the user's rows of it.
             SQL("DROP INDEX IF EXISTS {}.{}").format(
@@ -129,7 +137,7 @@ class SearchTerms(Projection):
 
     def apply(self, cur: Cursor[Any], t: Tables, batch: Sequence[Envelope]) -> None:
         rows = TABLE.changes(t["search_terms"])
-        fold_memory_events(rows, batch)
+        fold_memory_events(rows, batch, track_position=True)
         seal = t.seal
         for row in rows.new.values():
             user_id, memory_key = row["user_id"], row["memory_key"]

@@ -1,4 +1,4 @@
-"""A user's vectors as one matrix in memory, loaded once per change of their memories or vectors.
+"""A user's vectors as one matrix in memory, changed row by row as their memories change.
 
 `UserVectors` holds the user's active memories that have a current vector (of the model, for
 the memory's current revision) as one float32 matrix, with each one's stored hubness and what
@@ -9,38 +9,36 @@ and unexpired, category, a global memory hidden by a visible workspace one) are 
 mask (`visible`), checked against `now` at every search: expiry changes results without any
 event.
 
-A matrix is valid for one `VectorKey`: the user's memory revision (`user_revisions`: every
-event on the user's memories), the stamp the embeddings projection gives a user whenever one
-of their vectors changes (`embedding_stamps`: vectors are written by their own worker, after
-the memory events, and filled later when the embedder was down), and the identity of the
-embeddings table (a rebuild swaps in a new one). `VectorKey` and every row's metadata are read
-in one statement; the vectors of the rows a refresh does not hold yet in a second one, by
-(memory id, revision), whose vector never changes: a matrix never mixes snapshots.
+It also knows which of the user's memories it has seen (`present`, every status) and which
+active ones still wait for a vector (`pending`): a change is applied by `merged` from the
+rows changed since (retrieval/vectors/matrix_load.py reads them), never by reading every row
+again, and `without` removes rows at once (a forget). A matrix is never changed in place: a
+search holding the previous one keeps scoring it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
-from functools import lru_cache
 from typing import Any, Final
 from uuid import UUID
 
 import numpy as np
 import numpy.typing as npt
-from psycopg.sql import SQL
 
 from domain.model.values import Scope
-from projections.reads import Reads
-from projections.tracking import TRACKING, Tables
-from projections.views.embeddings import DTYPE, STAMPS, Vectors, open_vector
+from projections.views.embeddings import DTYPE, Vectors
 
-__all__ = ["UserVectors", "VectorKey", "load_user_vectors", "read_vector_key"]
+__all__ = ["Row", "UserVectors", "VectorKey", "merged", "micros"]
 
 _EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
 _NEVER: Final = np.iinfo(np.int64).max
+_SIZE: Final = DTYPE.itemsize
 Mask = npt.NDArray[np.bool_]
+Row = Sequence[Any]
+"""memory_id, revision, scope_type, workspace_type, category, key hash, expires_at, active,
+has_vector: a search_terms row and whether a current vector exists (matrix_load.py)."""
 
 
 def micros(moment: datetime) -> int:
@@ -57,6 +55,9 @@ class VectorKey:
     terms_position: int
     stamp: UUID | None
     table: int | None
+    """The embeddings table's identity (a rebuild swaps in a new one)."""
+    terms_table: int | None = None
+    """The search_terms table's identity (row positions are comparable within one)."""
 
     @property
     def identity(self) -> tuple[int, UUID | None, int | None]:
@@ -73,78 +74,12 @@ class VectorKey:
         """Rows read with this key are at least as new as its revision."""
         return self.terms_position >= self.revisions_position
 
-
-def _key_sql(t: Tables) -> Any:
-    return SQL(
-        "(SELECT revision FROM {r} WHERE user_id = %(user)s) AS revision,"
-        " (SELECT position FROM {p} WHERE projection = 'user_revisions') AS r_position,"
-        " (SELECT position FROM {p} WHERE projection = 'search_terms') AS s_position,"
-        " (SELECT stamp FROM {st} WHERE user_id = %(user)s) AS stamp,"
-        " to_regclass(%(table)s)::oid AS tbl"
-    ).format(r=t["user_revisions"], p=t[TRACKING], st=t[STAMPS])
-
-
-def _key(row: Sequence[Any]) -> VectorKey:
-    return VectorKey(int(row[0] or 0), int(row[1] or 0), int(row[2] or 0), row[3], row[4])
-
-
-def _params(reads: Reads, user_id: str) -> dict[str, Any]:
-    return {"user": user_id, "table": f'"{reads.t.schema}"."{reads.t.name("embeddings")}"'}
-
-
-# Statements composed once per schema: composing and quoting on every search cost more than
-# running them (about 1 ms of Python against 0.1 ms in the server).
-@lru_cache(maxsize=64)
-def _key_statement(schema: str) -> str:
-    return SQL("SELECT {}").format(_key_sql(Tables(schema))).as_string(None)
-
-
-@lru_cache(maxsize=64)
-def _load_statement(schema: str, vectors: bool) -> str:
-    """Every row's metadata, and (`vectors`) its sealed vector and hubness."""
-    t = Tables(schema)
-    return (
-        SQL(
-            "SELECT {key}, d.* FROM (SELECT 1) one LEFT JOIN ("
-            " SELECT s.memory_id, s.revision, s.scope_type, s.workspace_type, s.category,"
-            "  s.key_hash AS memory_key, s.expires_at, e.memory_id IS NOT NULL AS has_vector{v}"
-            " FROM {terms} s LEFT JOIN {embeddings} e ON e.memory_id = s.memory_id"
-            "  AND e.user_id = %(user)s AND e.revision = s.revision AND e.model = %(model)s"
-            "  AND e.vector IS NOT NULL"
-            " WHERE s.user_id = %(user)s AND s.status = 'active'"
-            "  AND (e.memory_id IS NOT NULL OR s.scope_type = 'workspace')) d ON true"
+    def follows(self, older: VectorKey) -> bool:
+        """Rows changed after `older`'s search_terms position turn a matrix of `older` into
+        one of this key (same tables, not behind)."""
+        return (self.table, self.terms_table) == (older.table, older.terms_table) and (
+            self.terms_position >= older.terms_position
         )
-        .format(
-            key=_key_sql(t),
-            terms=t["search_terms"],
-            embeddings=t["embeddings"],
-            v=SQL(", e.vector, e.hubness" if vectors else ""),
-        )
-        .as_string(None)
-    )
-
-
-@lru_cache(maxsize=64)
-def _vectors_statement(schema: str) -> str:
-    """The sealed vector and hubness of these (memory_id, revision) pairs."""
-    return (
-        SQL(
-            "SELECT e.memory_id, e.vector, e.hubness FROM {} e"
-            " JOIN unnest(%(ids)s::uuid[], %(revisions)s::int4[]) k (id, revision)"
-            " ON e.memory_id = k.id AND e.revision = k.revision"
-            " WHERE e.user_id = %(user)s AND e.model = %(model)s AND e.vector IS NOT NULL"
-        )
-        .format(Tables(schema)["embeddings"])
-        .as_string(None)
-    )
-
-
-def read_vector_key(reads: Reads, user_id: str) -> VectorKey:
-    """The user's current `VectorKey` (one short statement)."""
-    with reads.pool.connection() as conn:
-        row = conn.execute(_key_statement(reads.t.schema), _params(reads, user_id)).fetchone()
-    assert row is not None
-    return _key(row)
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,32 +99,34 @@ class UserVectors:
     keys: npt.NDArray[np.int32]
     expires: npt.NDArray[np.int64]
     """Expiry in microseconds since the epoch (int64 max: never)."""
+    halves: npt.NDArray[np.uint64]
+    """(len(ids), 2): each id as two big-endian halves (for `id_order`)."""
+    shadow_ids: tuple[UUID, ...]
     shadow_scopes: npt.NDArray[np.int16]
     shadow_keys: npt.NDArray[np.int32]
     shadow_expires: npt.NDArray[np.int64]
     """The active workspace memories (vector or not): they hide global ones with their key."""
     scope_names: dict[tuple[str, str | None], int]
     category_names: dict[str, int]
+    key_names: dict[str, int]
     index: dict[UUID, int]
     """Row of each id."""
     id_order: npt.NDArray[np.int64]
     """Each row's rank in memory_id order (ties in similarity go to the smaller id)."""
+    present: frozenset[UUID]
+    """Every memory of the user in search_terms (any status) when the rows were read."""
+    pending: Mapping[UUID, int]
+    """Active memories without a vector of their revision yet, and their revision."""
 
     @property
     def nbytes(self) -> int:
         """Roughly what this holds in memory (the matrix, arrays, ids and maps)."""
-        arrays = (
-            self.revisions,
-            self.matrix,
-            self.hubness,
-            self.scopes,
-            self.categories,
-            self.keys,
-        )
-        more = (self.expires, self.id_order, self.shadow_scopes, self.shadow_keys)
-        # An id costs its UUID object, a tuple slot and a dict entry: about 200 bytes.
-        tail = self.shadow_expires.nbytes + 200 * len(self.ids) + 1024
-        return sum(a.nbytes for a in (*arrays, *more)) + tail
+        arrays = (self.revisions, self.matrix, self.hubness, self.scopes, self.categories)
+        more = (self.keys, self.expires, self.halves, self.id_order, self.shadow_scopes)
+        # An id costs its UUID object, a tuple slot, set and dict entries: about 300 bytes.
+        tail = self.shadow_keys.nbytes + self.shadow_expires.nbytes + 1024
+        ids = len(self.ids) + len(self.present) + len(self.shadow_ids) + len(self.pending)
+        return sum(a.nbytes for a in (*arrays, *more)) + 100 * ids + 200 * len(self.ids) + tail
 
     def visible(self, scopes: Sequence[Scope], now: datetime, category: str | None) -> Mask:
         """Rows the search may return: in `scopes`, unexpired, of `category`, not hidden."""
@@ -204,6 +141,12 @@ class UserVectors:
             mask &= ~(hidden & np.isin(self.scopes, self._global_codes()))
         return mask
 
+    def without(self, gone: Collection[UUID]) -> UserVectors:
+        """This matrix without these memories' rows (forgotten: they never come back)."""
+        if not any(m in self.index or m in self.pending for m in gone):
+            return self
+        return merged(self, self.key, [], {}, removed=gone)
+
     def _scope_codes(self, scopes: Iterable[Scope]) -> npt.NDArray[np.int16]:
         codes = [self.scope_names.get((s.scope_type, s.workspace_type)) for s in scopes]
         return np.array([c for c in codes if c is not None], dtype=np.int16)
@@ -213,127 +156,137 @@ class UserVectors:
         return np.array(codes, dtype=np.int16)
 
 
-def load_user_vectors(
-    reads: Reads, user_id: str, model: str, dim: int, known: UserVectors | None = None
-) -> UserVectors:
-    """The user's matrix and its key, read in one snapshot.
-
-    `known`: the user's previous matrix (of this model): the vectors of its rows whose revision
-    is unchanged are taken from it, and only the others are read and opened, in a second
-    statement on the same connection: a change costs the changed rows (and every row's
-    metadata, one short row each), not the whole matrix. A row whose vector changed between
-    the two statements is left out; the key read with the first then differs from the user's
-    next one, so the next search refreshes it.
-    """
-    schema = reads.t.schema
-    params: dict[str, Any] = {**_params(reads, user_id), "model": model}
-    with reads.pool.connection() as conn, conn.cursor(binary=True) as cur:
-        rows = cur.execute(_load_statement(schema, known is None), params).fetchall()
-        found = [r[5:] for r in rows if r[5] is not None]
-        reuse = _reusable(found, known)
-        if known is None:
-            sealed = [(r[0], r[8], r[9]) for r in found if r[7]]
-        else:
-            wanted = [r for r, i in zip(found, reuse, strict=True) if r[7] and i < 0]
-            params |= {"ids": [r[0] for r in wanted], "revisions": [r[1] for r in wanted]}
-            sealed = cur.execute(_vectors_statement(schema), params).fetchall() if wanted else []
-    return _assemble(_key(rows[0]), found, reuse, _opened(reads, sealed, dim), known, dim)
-
-
-def _reusable(rows: list[Sequence[Any]], known: UserVectors | None) -> list[int]:
-    """Per row, its row in `known` when that holds its vector at the same revision, else -1."""
-    if known is None:
-        return [-1] * len(rows)
-    index, revisions = known.index, known.revisions.tolist()
-    found = [index.get(r[0], -1) for r in rows]
-    return [i if i >= 0 and revisions[i] == r[1] else -1 for r, i in zip(rows, found, strict=True)]
+def empty(key: VectorKey, dim: int) -> UserVectors:
+    """A matrix of no rows (what `merged` adds every row to on a first load)."""
+    none = np.empty(0, dtype=np.int64)
+    return UserVectors(
+        key=key,
+        ids=(),
+        revisions=none.astype(np.int32),
+        matrix=np.empty((0, dim), dtype=DTYPE),
+        hubness=np.empty((0, 2), dtype=DTYPE),
+        scopes=none.astype(np.int16),
+        categories=none.astype(np.int32),
+        keys=none.astype(np.int32),
+        expires=none,
+        halves=np.empty((0, 2), dtype=np.uint64),
+        shadow_ids=(),
+        shadow_scopes=none.astype(np.int16),
+        shadow_keys=none.astype(np.int32),
+        shadow_expires=none,
+        scope_names={},
+        category_names={},
+        key_names={},
+        index={},
+        id_order=none,
+        present=frozenset(),
+        pending={},
+    )
 
 
-def _opened(
-    reads: Reads, sealed: Sequence[Sequence[Any]], dim: int
-) -> dict[UUID, tuple[bytes, bytes]]:
-    """memory id -> its opened vector and hubness (left out: the key is gone, another size)."""
-    seal = reads.t.seal
-    if sealed:
-        seal.prefetch(r[0] for r in sealed)
-    opened = {}
-    for memory_id, vector, hubness in sealed:
-        v = open_vector(seal, memory_id, vector)
-        h = open_vector(seal, memory_id, hubness, "hubness")
-        if v is not None and h is not None and (len(v), len(h)) == (dim * _SIZE, 2 * _SIZE):
-            opened[memory_id] = (v, h)
-    return opened
-
-
-_SIZE: Final = DTYPE.itemsize
-
-
-def _assemble(
+def merged(
+    base: UserVectors,
     key: VectorKey,
-    rows: list[Sequence[Any]],
-    reuse: list[int],
-    opened: dict[UUID, tuple[bytes, bytes]],
-    known: UserVectors | None,
-    dim: int,
+    rows: Sequence[Row],
+    opened: Mapping[UUID, tuple[bytes, bytes]],
+    removed: Collection[UUID] = (),
 ) -> UserVectors:
-    """One pass over the rows' metadata; vectors from `known` (`reuse`), else `opened`."""
-    scope_names: dict[tuple[str, str | None], int] = {}
-    category_names: dict[str, int] = {}
-    key_names: dict[str, int] = {}
-    ids: list[UUID] = []
-    meta: list[tuple[int, int, int, int, int]] = []  # revision, scope, category, key, expiry
-    shadows: list[tuple[int, int, int]] = []
-    fresh: list[int] = []  # rows whose vector is in `opened`
-    kept: list[tuple[int, int]] = []  # (row, row in `known`)
-    for row, source in zip(rows, reuse, strict=True):
-        memory_id, revision, kind, workspace, category, key_hash, expires, has_vector = row[:8]
+    """`base` with `rows` (the memories changed since it was read) applied and the `removed`
+    memories dropped, under `key`.
+
+    A changed row replaces the memory's row (or drops it: not active, no readable vector); its
+    vector is `base`'s when the revision is unchanged, else taken from `opened` (memory id ->
+    vector and hubness bytes; a memory missing there has no readable vector: its key is gone).
+    Only the changed rows cost Python work; the arrays are copied once.
+    """
+    touched = {r[0] for r in rows} | set(removed)
+    if not touched:
+        return replace(base, key=key)
+    scope_names = dict(base.scope_names)
+    category_names = dict(base.category_names)
+    key_names = dict(base.key_names)
+    pending = {m: r for m, r in base.pending.items() if m not in touched}
+    added: list[tuple[UUID, int, int, int, int, int]] = []  # id, revision, scope, cat, key, exp
+    vectors: list[Any] = []  # per added row: a row of base, or the opened bytes
+    shadows: list[tuple[UUID, int, int, int]] = []
+    for memory_id, revision, kind, workspace, category, key_hash, expires, active, has in rows:
+        if memory_id in removed or not active:
+            continue
         scope = scope_names.setdefault((kind, workspace), len(scope_names))
         code = key_names.setdefault(key_hash, len(key_names))
         expiry = _NEVER if expires is None else micros(expires)
         if kind == "workspace":
-            shadows.append((scope, code, expiry))
-        if not has_vector:
-            continue
-        if source >= 0:
-            kept.append((len(ids), source))
-        elif memory_id in opened:
-            fresh.append(len(ids))
-        else:
-            continue  # not readable (the key is gone), or changed since the metadata was read
+            shadows.append((memory_id, scope, code, expiry))
+        source: Any = None
+        at = base.index.get(memory_id)
+        if has and at is not None and base.revisions[at] == revision:
+            source = at
+        elif has:
+            source = opened.get(memory_id)
+        if source is None:
+            if not has:
+                pending[memory_id] = revision
+            continue  # no vector yet, or not readable (the key is gone)
         category_code = category_names.setdefault(category, len(category_names))
-        ids.append(memory_id)
-        meta.append((revision, scope, category_code, code, expiry))
-    n = len(ids)
+        added.append((memory_id, revision, scope, category_code, code, expiry))
+        vectors.append(source)
+    keep = np.ones(len(base.ids), dtype=bool)
+    keep[[base.index[m] for m in touched if m in base.index]] = False
+    kept = int(keep.sum())
+    n, dim = kept + len(added), base.matrix.shape[1]
     matrix = np.empty((n, dim), dtype=DTYPE)
     hubness = np.empty((n, 2), dtype=DTYPE)
-    if fresh:
-        pairs = [opened[ids[i]] for i in fresh]
-        matrix[fresh] = np.frombuffer(b"".join(v for v, _ in pairs), DTYPE).reshape(-1, dim)
-        hubness[fresh] = np.frombuffer(b"".join(h for _, h in pairs), DTYPE).reshape(-1, 2)
-    if kept and known is not None:
-        to, source = np.array(kept, dtype=np.intp).T
-        matrix[to] = known.matrix[source]
-        hubness[to] = known.hubness[source]
-    columns = np.array(meta, dtype=np.int64).reshape(-1, 5).T
-    shadow = np.array(shadows, dtype=np.int64).reshape(-1, 3).T
-    halves = np.frombuffer(b"".join(u.bytes for u in ids), dtype=">u8").reshape(-1, 2)
+    np.compress(keep, base.matrix, axis=0, out=matrix[:kept])
+    np.compress(keep, base.hubness, axis=0, out=hubness[:kept])
+    for row, source in enumerate(vectors, start=kept):
+        if isinstance(source, tuple):
+            matrix[row] = np.frombuffer(source[0], DTYPE)
+            hubness[row] = np.frombuffer(source[1], DTYPE)
+        else:
+            matrix[row] = base.matrix[source]
+            hubness[row] = base.hubness[source]
+    new_ids = [a[0] for a in added]
+    ids = tuple(m for m, k in zip(base.ids, keep.tolist(), strict=True) if k) + tuple(new_ids)
+    columns = np.array([a[1:] for a in added], dtype=np.int64).reshape(-1, 5).T
+    halves = np.concatenate([base.halves[keep], _halves(new_ids)])
     id_order = np.empty(n, dtype=np.int64)
     id_order[np.lexsort((halves[:, 1], halves[:, 0]))] = np.arange(n)
+    shadow_keep = [i for i, m in enumerate(base.shadow_ids) if m not in touched]
+    shadow = np.array([s[1:] for s in shadows], dtype=np.int64).reshape(-1, 3).T
+
+    def join(old: npt.NDArray[Any], new: npt.NDArray[Any], mask: Any) -> npt.NDArray[Any]:
+        return np.concatenate([old[mask], new.astype(old.dtype)])
+
     return UserVectors(
         key=key,
-        ids=tuple(ids),
-        revisions=columns[0].astype(np.int32),
+        ids=ids,
+        revisions=join(base.revisions, columns[0], keep),
         matrix=matrix,
         hubness=hubness,
-        scopes=columns[1].astype(np.int16),
-        categories=columns[2].astype(np.int32),
-        keys=columns[3].astype(np.int32),
-        expires=columns[4].copy(),
-        shadow_scopes=shadow[0].astype(np.int16),
-        shadow_keys=shadow[1].astype(np.int32),
-        shadow_expires=shadow[2].copy(),
+        scopes=join(base.scopes, columns[1], keep),
+        categories=join(base.categories, columns[2], keep),
+        keys=join(base.keys, columns[3], keep),
+        expires=join(base.expires, columns[4], keep),
+        halves=halves,
+        shadow_ids=tuple(base.shadow_ids[i] for i in shadow_keep) + tuple(s[0] for s in shadows),
+        shadow_scopes=join(base.shadow_scopes, shadow[0], shadow_keep),
+        shadow_keys=join(base.shadow_keys, shadow[1], shadow_keep),
+        shadow_expires=join(base.shadow_expires, shadow[2], shadow_keep),
         scope_names=scope_names,
         category_names=category_names,
-        index={memory_id: i for i, memory_id in enumerate(ids)},
+        key_names=key_names,
+        index={m: i for i, m in enumerate(ids)},
         id_order=id_order,
+        present=(base.present | {r[0] for r in rows}) - set(removed),
+        pending=pending,
     )
+
+
+def _halves(ids: Sequence[UUID]) -> npt.NDArray[np.uint64]:
+    data = np.frombuffer(b"".join(u.bytes for u in ids), dtype=">u8").reshape(-1, 2)
+    return data.astype(np.uint64)
+
+
+def vector_size(dim: int) -> tuple[int, int]:
+    """The byte lengths of an opened vector and of its hubness."""
+    return dim * _SIZE, 2 * _SIZE

@@ -1,13 +1,14 @@
 """The per-user matrices kept in memory: bounded by bytes, valid for one `VectorKey` each.
 
-A search looks its user's matrix up with the key it just read: an entry under another key is
-dropped on the spot (the user's memories or vectors changed) once the search has read the
-fresh matrix from it (`peek`: rows whose revision is unchanged keep their opened vector), so at
-most one matrix per user and model is held. Entries not used for
-`idle` seconds are dropped too (swept at every access), least recently used ones go first when
-the bytes exceed `max_bytes`, and `evict(user)` drops a user's matrices at once (the embeddings
-projection calls it on a forget: the forgotten vector goes at once). Vectors are personal data:
-they are held here only, never logged or written anywhere.
+A search looks its user's matrix up with the key it just read: under another key (the user's
+memories or vectors changed) it is a miss, and the search refreshes the matrix from the rows
+changed since (`peek`, retrieval/vectors/matrix_load.py) and puts the result in its place, so
+at most one matrix per user and model is held. Entries not used for `idle` seconds are
+dropped (swept at every access), least recently used ones go first when the bytes exceed
+`max_bytes`. `forget(schema, {user: ids})` removes forgotten memories' rows at once (the
+embeddings projection calls it in the forget's batch) and keeps their ids, so that a matrix
+read before the forget and put after it loses them too. Vectors are personal data: they are
+held here only, never logged or written anywhere.
 """
 
 from __future__ import annotations
@@ -15,9 +16,10 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Final
+from uuid import UUID
 
 from retrieval.vectors.matrix import UserVectors, VectorKey
 
@@ -26,6 +28,8 @@ __all__ = ["DEFAULT_IDLE", "DEFAULT_MAX_BYTES", "MatrixCache", "MatrixCacheState
 DEFAULT_MAX_BYTES: Final = 256 * 1024 * 1024
 """About 16 users with 10,000 memories each (384-dimension float32 vectors)."""
 DEFAULT_IDLE: Final = 600.0
+FORGOTTEN_KEPT: Final = 100_000
+"""Forgotten ids remembered (a few MB at most; a matrix read that old is long put or dropped)."""
 
 _Slot = tuple[str, str, str]  # schema, user, model
 
@@ -64,6 +68,7 @@ class MatrixCache:
         self._hits = 0
         self._loads = 0
         self._lock = threading.Lock()
+        self._forgotten: OrderedDict[tuple[str, UUID], None] = OrderedDict()
 
     def get(self, schema: str, user_id: str, model: str, key: VectorKey) -> UserVectors | None:
         """The user's matrix if it was loaded under this very key (else None: load it)."""
@@ -71,10 +76,7 @@ class MatrixCache:
         with self._lock:
             self._sweep()
             entry = self._entries.get(slot)
-            if entry is not None and entry.vectors.key.identity != key.identity:
-                self._drop(slot)
-                entry = None
-            if entry is None:
+            if entry is None or entry.vectors.key.identity != key.identity:
                 self._loads += 1
                 return None
             entry.used = self.clock()
@@ -88,30 +90,49 @@ class MatrixCache:
             entry = self._entries.get((schema, user_id, model))
             return entry.vectors if entry is not None else None
 
-    def put(self, schema: str, user_id: str, model: str, vectors: UserVectors) -> None:
-        """Keep a freshly loaded matrix (replacing the user's older one)."""
-        if self.max_bytes <= 0 or vectors.nbytes > self.max_bytes:
-            return
+    def put(self, schema: str, user_id: str, model: str, vectors: UserVectors) -> UserVectors:
+        """Keep a freshly loaded matrix (replacing the user's older one); returns it without
+        the memories forgotten meanwhile (what the caller should score)."""
         slot = (schema, user_id, model)
         with self._lock:
+            vectors = self._without_forgotten(schema, vectors)
+            if self.max_bytes <= 0 or vectors.nbytes > self.max_bytes:
+                return vectors
             if slot in self._entries:
                 self._drop(slot)
             self._entries[slot] = _Entry(vectors, self.clock())
             self._bytes += vectors.nbytes
             while self._bytes > self.max_bytes:
                 self._drop(next(iter(self._entries)))
+        return vectors
 
-    def evict(self, schema: str, user_ids: set[str]) -> None:
-        """Drop every matrix of these users (their vectors changed)."""
+    def forget(self, schema: str, forgotten: Mapping[str, Collection[UUID]]) -> None:
+        """Remove these users' forgotten memories from their matrices now, and from any matrix
+        put later (one read before the forget)."""
         with self._lock:
-            for slot in [s for s in self._entries if s[0] == schema and s[1] in user_ids]:
-                self._drop(slot)
+            for memory_ids in forgotten.values():
+                for memory_id in memory_ids:
+                    self._forgotten[schema, memory_id] = None
+            while len(self._forgotten) > FORGOTTEN_KEPT:
+                self._forgotten.popitem(last=False)
+            for slot in [s for s in self._entries if s[0] == schema and s[1] in forgotten]:
+                entry = self._entries[slot]
+                smaller = entry.vectors.without(forgotten[slot[1]])
+                self._bytes += smaller.nbytes - entry.vectors.nbytes
+                entry.vectors = smaller
+
+    def _without_forgotten(self, schema: str, vectors: UserVectors) -> UserVectors:
+        if not self._forgotten:
+            return vectors
+        gone = [m for s, m in self._forgotten if s == schema]
+        return vectors.without(gone) if gone else vectors
 
     def clear(self) -> None:
         """Drop everything."""
         with self._lock:
             self._entries.clear()
             self._bytes = 0
+            self._forgotten.clear()
 
     def state(self) -> MatrixCacheState:
         """Entries, bytes held, hits and loads so far."""

@@ -128,16 +128,21 @@ class FairQueue:
             started = self.clock()
             with self._ready:
                 self._running += 1
+            result: object = None
+            failure: BaseException | None = None
             try:
-                job.future.set_result(job.work())
+                result = job.work()
             except BaseException as error:  # handed to the caller, whatever it is
-                job.future.set_exception(error)
-            finally:
-                now = self.clock()
-                with self._ready:
-                    self._running -= 1
-                    self._usage[job.user] = (self._used(job.user, now) + now - started, now)
-                    self._forget_idle(now)
+                failure = error
+            now = self.clock()
+            with self._ready:  # before the caller hears: its next job must not find us busy
+                self._running -= 1
+                self._usage[job.user] = (self._used(job.user, now) + now - started, now)
+                self._forget_idle(now)
+            if failure is not None:
+                job.future.set_exception(failure)
+            else:
+                job.future.set_result(result)
 
     def _forget_idle(self, now: float) -> None:
         """Drop users whose usage decayed to nothing (the map stays small)."""

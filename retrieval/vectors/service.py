@@ -21,10 +21,11 @@ import logging
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from typing import Final, Protocol
+from uuid import UUID
 
 import numpy as np
 
@@ -86,6 +87,10 @@ about one token of a CJK character and of three to four Latin ones, so this is a
 a 500-character Chinese query, and above every query of the evaluation sets (1,135, the longest
 68 characters and 22 tokens), whose recall it therefore leaves as it was. The lexical part of a
 search still reads the whole query."""
+
+
+def _none() -> None:
+    return None
 
 
 def capped(text: str, chars: int) -> str:
@@ -158,6 +163,8 @@ class EmbeddingService:
         self._passages = self._queries = self._hits = self._failures = 0
         self._timeouts = self._capped = self._over_share = 0
         self._passage_seconds = 0.0
+        self.dimension: int | None = None
+        """The size of the query vectors seen so far (None before the first)."""
 
     @property
     def model_id(self) -> str | None:
@@ -251,8 +258,16 @@ class EmbeddingService:
         `normal`: `text` is already `normalise_content`'s form (`Query.normal`). `user`: whose
         search it is, for the fair queue.
         """
+        return self.start_query(text, normal=normal, user=user)()
+
+    def start_query(
+        self, text: str, *, normal: bool = False, user: str = ""
+    ) -> Callable[[], Vectors | None]:
+        """`query`, begun now on the queue's thread: call the result for the vector (it waits
+        at most what is left of the budget), so that the caller's other work (the lexical
+        fetch, its matrix) runs while the query is embedded."""
         if not self.available or self.embedder is None:
-            return None
+            return _none
         normal_text = text if normal else normalise_content(text)
         key = capped(normal_text, self.query_chars)
         with self._lock:
@@ -262,7 +277,7 @@ class EmbeddingService:
             if cached is not None:
                 self._cache.move_to_end(key)
                 self._hits += 1
-                return cached
+                return lambda: cached
         embedder = self.embedder
 
         def embed() -> Vectors:  # on the queue's thread, recorded before the caller hears
@@ -272,6 +287,7 @@ class EmbeddingService:
                 self._failed(error)
                 raise
             self._succeeded()
+            self.dimension = int(vector.shape[-1])
             self._remember(key, vector)
             return vector
 
@@ -280,22 +296,29 @@ class EmbeddingService:
         except OverShare:
             with self._lock:
                 self._over_share += 1
-            return None
+            return _none
         budget = self._budget()
-        try:
-            return job.result(timeout=budget)
-        except FutureTimeout:
-            job.cancel()  # dropped if it has not started; else it finishes into the cache
-            with self._lock:
-                self._timeouts += 1
-            _log.warning(
-                "query embedding not done within %.2fs: lexical search",
-                budget,
-                extra={"user_id": user or None, "request_id": context.current_request_id()},
-            )
-            return None
-        except Exception:  # the embedder failed (recorded by embed): lexical search
-            return None
+        deadline = None if budget is None else time.monotonic() + budget
+
+        def wait() -> Vectors | None:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            try:
+                vector = job.result(timeout=left)
+            except FutureTimeout:
+                job.cancel()  # dropped if it has not started; else it finishes into the cache
+                with self._lock:
+                    self._timeouts += 1
+                _log.warning(
+                    "query embedding not done within %.2fs: lexical search",
+                    budget,
+                    extra={"user_id": user or None, "request_id": context.current_request_id()},
+                )
+                return None
+            except Exception:  # the embedder failed (recorded by embed): lexical search
+                return None
+            return vector
+
+        return wait
 
     def _budget(self) -> float | None:
         left = context.remaining()
@@ -310,9 +333,10 @@ class EmbeddingService:
                 while len(self._cache) > self._cache_size:
                     self._cache.popitem(last=False)
 
-    def vectors_changed(self, schema: str, users: set[str]) -> None:
-        """These users' vectors changed: their cached matrices are dropped (the view calls it)."""
-        self.matrices.evict(schema, users)
+    def vectors_forgotten(self, schema: str, forgotten: Mapping[str, set[UUID]]) -> None:
+        """These memories were forgotten (user -> ids): their rows leave the cached matrices
+        now (the embeddings view calls it)."""
+        self.matrices.forget(schema, forgotten)
 
     def clear_cache(self) -> None:
         """Forget every cached query vector."""

@@ -1,14 +1,14 @@
 """Vector reads: the caller's visible, retrievable memories scored against a query vector.
 
 Exact scoring, which is enough at our scale (thousands of memories per user): the user's
-current vectors are one matrix in memory (retrieval/vectors/matrix.py), loaded in one
-statement when the user's memories or vectors changed and otherwise taken from the
-`MatrixCache`; a search costs one short statement (the key), one matrix-vector product, a
-boolean mask for the visibility rules of the lexical fetch (user, scopes, active and unexpired,
-category, a global memory hidden by a visible workspace one with its key) and the rows of the
-few vector-only candidates. Only vectors of the current model and of the memory's current
-revision take part: a stale vector (content changed, not re-embedded yet) never speaks for new
-content.
+current vectors are one matrix in memory (retrieval/vectors/matrix.py), loaded once, refreshed
+from the changed rows when the user's memories or vectors changed (matrix_load.py) and
+otherwise taken from the `MatrixCache`; a search costs one short statement (the key), one
+matrix-vector product, a boolean mask for the visibility rules of the lexical fetch (user,
+scopes, active and unexpired, category, a global memory hidden by a visible workspace one with
+its key) and the rows of the few vector-only candidates. Only vectors of the current model and
+of the memory's current revision take part: a stale vector (content changed, not re-embedded
+yet) never speaks for new content.
 """
 
 from __future__ import annotations
@@ -27,10 +27,11 @@ from psycopg.sql import SQL
 from domain.model.values import Scope
 from projections.reads import Reads
 from projections.tracking import Tables
-from projections.views.search_terms import COLUMNS as SEARCH_COLUMNS
+from projections.views.search_terms import READ_COLUMNS as SEARCH_COLUMNS
 from projections.views.search_terms import open_search_rows
-from retrieval.vectors.matrix import UserVectors, load_user_vectors, read_vector_key
+from retrieval.vectors.matrix import UserVectors
 from retrieval.vectors.matrix_cache import MatrixCache
+from retrieval.vectors.matrix_load import load_user_vectors, read_vector_key
 from retrieval.vectors.service import Vectors
 
 __all__ = ["Similar", "VectorReads"]
@@ -81,11 +82,11 @@ class VectorReads:
                 cached = cache.get(schema, user_id, model, key)
                 if cached is not None:
                     return cached
-            if known is not None and (known.key.table, known.matrix.shape[-1]) != (key.table, dim):
-                known = None  # another embeddings table (a rebuild) or size: read every vector
+            if known is not None and known.matrix.shape[-1] != dim:
+                known = None  # another size: read every vector
         loaded = load_user_vectors(self.reads, user_id, model, dim, known)
         if cache is not None and loaded.key.may_store:
-            cache.put(schema, user_id, model, loaded)
+            return cache.put(schema, user_id, model, loaded)
         return loaded
 
     def similar(
@@ -99,15 +100,18 @@ class VectorReads:
         limit: int,
         category: str | None = None,
         include: Mapping[UUID, int] | None = None,
+        vectors: UserVectors | None = None,
     ) -> Similar:
         """The `limit` visible memories most similar to `query` (no floor: plain dense top-k).
 
         `include` maps the lexical candidates to their revision: each is given its similarity
-        whatever it is (when it has a vector of that revision).
+        whatever it is (when it has a vector of that revision). `vectors`: the user's matrix,
+        read by the caller already (`user_vectors`).
         """
         if not scopes:
             return _NONE
-        vectors = self.user_vectors(user_id, model, query.shape[-1])
+        if vectors is None or vectors.matrix.shape[-1] != query.shape[-1]:
+            vectors = self.user_vectors(user_id, model, query.shape[-1])
         if not vectors.ids:
             return _NONE
         # einsum, not BLAS: a multi-threaded BLAS matvec is faster alone but waits for busy

@@ -24,7 +24,7 @@ from projections.registry import main_projections
 from projections.tracking import Tables
 from projections.views.embeddings import Embeddings, open_vector
 from projections.worker import ProjectionWorker
-from retrieval.vectors.matrix import read_vector_key
+from retrieval.vectors.matrix_load import read_vector_key
 from retrieval.vectors.service import (
     EmbedderError,
     EmbeddingService,

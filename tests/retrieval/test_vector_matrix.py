@@ -21,8 +21,8 @@ from projections.views.embeddings import Embeddings
 from projections.worker import ProjectionWorker
 from retrieval.hybrid import HybridSource
 from retrieval.search import MemorySearch
-from retrieval.vectors import matrix as matrix_module
-from retrieval.vectors.matrix import read_vector_key
+from retrieval.vectors import matrix_load
+from retrieval.vectors.matrix_load import read_vector_key
 from retrieval.vectors.service import EmbeddingService, Vectors, normalised
 from retrieval.vectors.store import VectorReads
 from tests.conftest import Clock
@@ -149,8 +149,7 @@ def test_one_load_per_change_and_a_forgotten_memory_is_never_scored(
     assert set(similar(reads, service, "tea", clock.now)) == {coffee}
     assert matrices.state().loads == 2
 
-    embedding.catch_up()  # deletes the row, renews the stamp, drops the cached matrix
-    assert matrices.state().entries == 0
+    embedding.catch_up()  # deletes the row, renews the stamp
     assert read_vector_key(reads, "alice").stamp != after.stamp
     with main.pool.connection() as conn:
         assert conn.execute(
@@ -232,7 +231,8 @@ def test_a_forgotten_vector_is_nowhere_in_the_database_the_cache_or_the_logs(
     ledger.forget_memory("alice", secret)
     main.catch_up()
     embedding.catch_up()
-    assert service.matrices.state().entries == 0  # the matrix holding it was dropped
+    cached = service.matrices.peek(main.schema, "alice", Words.model_id)
+    assert cached is not None and secret not in cached.index  # its row removed at once
     assert secret not in similar(reads, service, "stamps", clock.now)
     assert trace not in pg_dump(database_url)
     assert trace.decode() not in caplog.text and marker not in caplog.text
@@ -261,21 +261,121 @@ def test_a_change_refreshes_the_cached_matrix_from_the_changed_rows_only(
     before = cached.user_vectors("alice", service.model_id, DIM)
     added = create(ledger, "note_new", "topic new")
     ledger.update_memory("alice", notes[0], expected_revision=1, content="topic zero changed")
-    ledger.suppress_memory("alice", notes[1])  # a forget drops the matrix at once instead
+    ledger.suppress_memory("alice", notes[1])
     main.catch_up()
     embedding.catch_up()
     opened: list[UUID] = []
-    real = matrix_module.open_vector
+    real = matrix_load.open_vector
     monkeypatch.setattr(
-        matrix_module,
+        matrix_load,
         "open_vector",
         lambda seal, m, v, *column: opened.append(m) or real(seal, m, v, *column),
+    )
+    applied: list[UUID] = []
+    merge = matrix_load.merged
+    monkeypatch.setattr(
+        matrix_load,
+        "merged",
+        lambda base, key, rows, *more: (
+            applied.extend(r[0] for r in rows) or merge(base, key, rows, *more)
+        ),
     )
 
     after = cached.user_vectors("alice", service.model_id, DIM)
     refreshed = sorted(set(opened))
+    changed = sorted(applied)
     fresh = VectorReads(reads, None).user_vectors("alice", service.model_id, DIM)
 
-    assert refreshed == sorted([added, notes[0]])  # the other six kept their opened vector
+    assert changed == sorted([added, notes[0], notes[1]])  # the other five rows were not read
+    assert refreshed == sorted([added, notes[0]])  # nor any vector of an unchanged revision
     assert _rows(after) == _rows(fresh) and after.key == fresh.key
     assert notes[1] not in after.index and added in after.index and before.key != after.key
+
+
+def test_a_forget_removes_its_row_from_the_cached_matrix_at_once(
+    ledger: MemoryLedger,
+    workers: tuple[ProjectionWorker, ProjectionWorker],
+    service: EmbeddingService,
+    clock: Clock,
+) -> None:
+    main, embedding = workers
+    tea = create(ledger, "tea", "green tea in the morning")
+    milk = create(ledger, "milk", "oat milk in tea")
+    main.catch_up()
+    embedding.catch_up()
+    reads = Reads(main.pool, main.schema)
+    assert set(similar(reads, service, "tea", clock.now)) == {tea, milk}
+
+    ledger.forget_memory("alice", tea)
+    embedding.catch_up()  # the embeddings worker first: search_terms still has the row
+    cached = service.matrices.peek(main.schema, "alice", Words.model_id)
+    assert cached is not None and tea not in cached.index and milk in cached.index
+    assert set(similar(reads, service, "tea", clock.now)) == {milk}
+    main.catch_up()
+    assert set(similar(reads, service, "tea", clock.now)) == {milk}
+    loads = service.matrices.state().loads
+    engine = MemorySearch(None, vectors=HybridSource(service))
+    found = engine(reads, "alice", "learning", "green tea", now=clock.now, min_relevance=0.0)
+    assert [i.row.memory_id for i in found.result.items] == [milk]
+    assert service.matrices.state().loads == loads  # nothing changed since: no refresh
+
+
+def test_a_forget_elsewhere_is_found_by_the_count_of_rows(
+    ledger: MemoryLedger,
+    workers: tuple[ProjectionWorker, ProjectionWorker],
+    make_worker: Callable[..., ProjectionWorker],
+    service: EmbeddingService,
+    clock: Clock,
+) -> None:
+    main, embedding = workers
+    notes = [create(ledger, f"note_{i}", f"topic{i} tea") for i in range(5)]
+    main.catch_up()
+    embedding.catch_up()
+    reads = Reads(main.pool, main.schema)
+    assert set(similar(reads, service, "tea", clock.now)) == set(notes)
+
+    ledger.forget_memory("alice", notes[2])
+    main.catch_up()
+    # another process's embeddings worker: this process's cache hears nothing
+    make_worker([Embeddings(EmbeddingService(Words()))], batch_size=4).catch_up()
+    assert set(similar(reads, service, "tea", clock.now)) == set(notes) - {notes[2]}
+    cached = service.matrices.peek(main.schema, "alice", Words.model_id)
+    assert cached is not None and notes[2] not in {*cached.index, *cached.present}
+
+
+def test_a_forget_racing_a_refresh_never_reaches_the_cached_matrix(
+    ledger: MemoryLedger,
+    workers: tuple[ProjectionWorker, ProjectionWorker],
+    service: EmbeddingService,
+    clock: Clock,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    main, embedding = workers
+    secret = create(ledger, "hobby", "collecting tea stamps")
+    create(ledger, "tea", "green tea")
+    main.catch_up()
+    embedding.catch_up()
+    reads = Reads(main.pool, main.schema)
+    # dense candidates only: what the search returns comes from the matrix
+    engine = MemorySearch(None, vectors=HybridSource(service), rows=lambda *_, **__: [])
+    assert secret in similar(reads, service, "stamps", clock.now)
+    ledger.update_memory("alice", secret, expected_revision=1, content="collecting old tea stamps")
+    main.catch_up()
+    embedding.catch_up()  # a change: the next search refreshes the matrix
+
+    merge = matrix_load.merged
+
+    def forget_meanwhile(*args: Any) -> Any:  # the rows are read: now the forget lands
+        monkeypatch.setattr(matrix_load, "merged", merge)
+        ledger.forget_memory("alice", secret)
+        embedding.catch_up()
+        main.catch_up()
+        return merge(*args)
+
+    monkeypatch.setattr(matrix_load, "merged", forget_meanwhile)
+    found = engine(reads, "alice", "learning", "tea stamps", now=clock.now, min_relevance=0.0)
+    assert found.result.items  # the other memory
+    assert secret not in [i.row.memory_id for i in found.result.items]
+    cached = service.matrices.peek(main.schema, "alice", Words.model_id)
+    assert cached is not None and secret not in cached.index
+    assert secret not in similar(reads, service, "stamps", clock.now)
