@@ -13,6 +13,7 @@ from uuid import UUID
 
 from domain.model.candidate import MemoryCandidate
 from domain.model.memory import Memory, Version
+from domain.policy import retrievable
 
 __all__ = ["CandidateState", "MemoryState", "Outcome"]
 
@@ -36,7 +37,9 @@ def _snapshot(cls: type[S], aggregate: object, **differing: Any) -> S:
 
 @dataclass(frozen=True, slots=True)
 class MemoryState:
-    """A memory as the API's `Memory` shape shows it."""
+    """A memory as the API's `Memory` shape shows it, with its versions: a command's detached
+    state (the read models give the same fields without the versions as a
+    `projections.rows.MemoryRow`)."""
 
     memory_id: UUID
     user_id: str
@@ -68,6 +71,10 @@ class MemoryState:
             created_at=memory.created_on,
             versions=tuple(memory.versions),
         )
+
+    def is_retrievable(self, now: datetime) -> bool:
+        """Active and not expired: it may take part in retrieval (domain/policy.py)."""
+        return retrievable(self.status, self.expires_at, now)
 
 
 @dataclass(frozen=True, slots=True)
