@@ -1,7 +1,8 @@
 """A search query analysed once, the rows it is matched against, and the lexical judgement.
 
 `Query.of(text)` is passed down to every stage of a search: the cache keys on `normal` and
-`key`; the fetch, the lexical and the hybrid rankers read `terms`, `phrase`, `key` and `named`;
+`memory_key`; the fetch, the lexical and the hybrid rankers read `terms`, `phrase`,
+`memory_key` and `named`;
 the embedder and the glossary read `normal`. No stage normalises or tokenises the query again.
 `SearchRow` is a memory as retrieval ranks it: the fields ranking reads (no user, revision or
 creation time) and the memory's terms, from the narrow fetch's columns or from a read-model
@@ -78,8 +79,8 @@ class Query:
     """As the agent sent it."""
     normal: str
     """`normalise_content(text)`: the cache, the embedder and the glossary read this form."""
-    key: str
-    """`normalise_key(text)`: an exact `memory_key` match."""
+    memory_key: str
+    """`normalise_key(text)`: the query read as a memory key (an exact `memory_key` match)."""
     terms: Mapping[str, int]
     """Weighted terms (`projections.tokens.query_terms`)."""
     total: int
@@ -257,7 +258,7 @@ def judge(q: Query, row: SearchRow, now: datetime, *, phrased: bool | None = Non
     in_key = (
         row.key_terms if row.key_terms is not None else document_terms(key_words(row.memory_key))
     )
-    key_match = bool(q.key) and q.key == row.memory_key
+    key_match = bool(q.memory_key) and q.memory_key == row.memory_key
     if phrased is None:
         phrased = _has_phrase(q.phrase, row.memory_key, row.content, row.normal)
     category = row.category in q.named
