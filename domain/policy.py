@@ -187,8 +187,8 @@ def tool_scope(scope_type: str, workspace: str) -> Scope:
 
 
 class VisibleRow(Protocol):
-    """What the visibility rule reads of a memory: a read-model row, a command's state or a
-    search row (`MemoryRow`, `MemoryState`, `SearchRow`)."""
+    """What the visibility rule reads of a memory: a `MemoryRow` (a command's `MemoryState`
+    too) or retrieval's `SearchRow`."""
 
     @property
     def scope_type(self) -> str: ...

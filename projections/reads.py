@@ -17,9 +17,9 @@ from psycopg.rows import dict_row
 from psycopg.sql import Composed
 from psycopg_pool import ConnectionPool
 
-from domain.ledger.results import CandidateState
+from domain.ledger.results import CandidateState, MemoryRow
 from domain.model.values import Scope
-from projections.rows import MemoryRow, VersionRow
+from projections.rows import VersionRow
 from projections.tracking import Tables
 from projections.views import (
     active_memories,
@@ -32,7 +32,7 @@ from projections.views import (
 )
 from projections.views.active_memories import InvalidCursor, Page, PageQuery
 
-__all__ = ["InvalidCursor", "MemoryRow", "Page", "PageQuery", "Reads", "VersionRow"]
+__all__ = ["InvalidCursor", "Page", "PageQuery", "Reads"]
 
 
 class Reads:

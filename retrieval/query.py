@@ -19,9 +19,9 @@ from datetime import datetime
 from typing import Any, Final
 from uuid import UUID
 
+from domain.ledger.results import MemoryRow
 from domain.model.values import normalise_content, normalise_key
 from domain.policy import retrievable
-from projections.rows import MemoryRow
 from projections.tokens import STRONG, document_terms, key_words, query_terms, word_char
 
 __all__ = [

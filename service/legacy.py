@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from domain.ledger.results import MemoryState, Outcome
+from domain.ledger.results import MemoryRow, MemoryState, Outcome
 from domain.model.values import Scope
-from projections.rows import MemoryRow
 from projections.views.active_memories import ActiveMemories
 from service.caller import Identity
 from service.ports import Ports

@@ -14,10 +14,10 @@ from typing import Any
 from uuid import UUID
 
 from domain.errors import MemoryForgotten, NotFound
-from domain.ledger.results import Outcome
+from domain.ledger.results import MemoryRow, Outcome
 from domain.model.values import UNSET, Scope
 from projections.reads import Reads
-from projections.rows import MemoryRow, VersionRow
+from projections.rows import VersionRow
 from projections.views.active_memories import ActiveMemories, Page, PageQuery
 from projections.views.memory_versions import MemoryVersions
 from projections.views.tombstones import Tombstones

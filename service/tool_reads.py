@@ -16,7 +16,7 @@ from typing import Final
 from domain import policy
 from domain.context import current_request_id
 from domain.ledger.access import AccessHit
-from projections.rows import MemoryRow
+from domain.ledger.results import MemoryRow
 from projections.views.active_memories import ActiveMemories
 from projections.views.search_terms import SearchTerms
 from projections.views.user_revisions import UserRevisions

@@ -14,9 +14,8 @@ from uuid import UUID
 from domain import policy
 from domain.context import Retry, retrying
 from domain.errors import KeyExists, MemoryForgotten
-from domain.ledger.results import CandidateState, MemoryState, Outcome
+from domain.ledger.results import CandidateState, MemoryRow, MemoryState, Outcome
 from domain.model.values import Scope, normalise_content
-from projections.rows import MemoryRow
 from projections.views.active_memories import ActiveMemories
 from projections.views.audit_log import AuditLog
 from retrieval.query import due_for_review

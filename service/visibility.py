@@ -26,7 +26,7 @@ from uuid import UUID
 
 from domain import policy
 from domain.errors import MemoryForgotten, NotFound
-from domain.ledger.results import CandidateState, MemoryState
+from domain.ledger.results import CandidateState, MemoryRow, MemoryState
 from projections.reads import Reads
 from service.ports import Ports
 
@@ -49,9 +49,9 @@ def visible_memory(
     return memory
 
 
-def sees(ports: Ports, workspace: str, memory: policy.VisibleRow) -> bool:
-    """True when an agent in `workspace` may see this memory (a `MemoryState` or a
-    `MemoryRow`): active, unexpired, in scope."""
+def sees(ports: Ports, workspace: str, memory: MemoryRow) -> bool:
+    """True when an agent in `workspace` may see this memory (a read-model row or a command's
+    `MemoryState`): active, unexpired, in scope."""
     return policy.is_visible(
         memory.scope_type, memory.workspace_type, workspace
     ) and memory.is_retrievable(ports.ledger.clock())

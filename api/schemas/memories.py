@@ -9,10 +9,10 @@ from uuid import UUID
 from pydantic import BaseModel, ConfigDict, Field
 
 from api.schemas.text import Content, Key
-from domain.ledger.results import MemoryState
+from domain.ledger.results import MemoryRow
 from domain.model.values import Category
 from domain.model.values import Workspace as WorkspaceType
-from projections.rows import MemoryRow, VersionRow
+from projections.rows import VersionRow
 
 __all__ = [
     "Category",
@@ -71,8 +71,9 @@ def shaped(model: type[M], source: object) -> M:
     return model.model_validate({name: getattr(source, name) for name in model.model_fields})
 
 
-def memory_out(source: MemoryRow | MemoryState | None) -> MemoryOut:
-    """The API's `Memory` from a read-model row or a command's state: the one mapping.
+def memory_out(source: MemoryRow | None) -> MemoryOut:
+    """The API's `Memory` from a read-model row or a command's state (a `MemoryRow` too): the
+    one mapping.
 
     (None only as the type of an `Outcome.memory` its caller knows is set.)"""
     assert source is not None, "an outcome without a memory has none to show"

@@ -13,10 +13,11 @@ from uuid import UUID
 from psycopg import Cursor
 from psycopg.sql import SQL, Composed
 
+from domain.ledger.results import MemoryRow
 from domain.model.values import Scope
 from projections.base import Projection
 from projections.envelope import Envelope
-from projections.rows import MemoryRow
+from projections.rows import row_of
 from projections.sealed import vacuum_promptly
 from projections.tracking import Tables
 from projections.views._memory_rows import (
@@ -74,7 +75,7 @@ _MEMORY = SQL(", ").join(SQL(c) for c in ("memory_id", *COLUMNS))
 def _all(src: ReadSource, query: Composed, params: tuple[Any, ...]) -> list[MemoryRow]:
     """The rows of `query`, their key and content opened."""
     rows = open_memory_rows(src.all(query, params), "active_memories", src.t.seal)
-    return [MemoryRow.of(row) for row in rows]
+    return [row_of(MemoryRow, row) for row in rows]
 
 
 class InvalidCursor(ValueError):
