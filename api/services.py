@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from api.access_log import AccessLog
 from api.limits import UserLimits
@@ -26,6 +25,7 @@ from retrieval.hybrid import HybridSource
 from retrieval.owner import OwnerSearch
 from retrieval.search import Found, MemorySearch
 from retrieval.vectors.service import EmbeddingService
+from service.ports import Shown
 
 __all__ = ["Services"]
 
@@ -98,7 +98,7 @@ class Services:
         self,
         user_id: str,
         via: str,
-        rows: Iterable[Mapping[str, Any]],
+        rows: Iterable[Shown],
         *,
         workspace: str | None = None,
     ) -> None:
@@ -109,10 +109,7 @@ class Services:
         """
         if self.access_log is None:
             return
-        hits = [
-            AccessHit(r["memory_id"], r["scope_type"], r["workspace_type"], r.get("revision"))
-            for r in rows
-        ]
+        hits = [AccessHit(r.memory_id, r.scope_type, r.workspace_type, r.revision) for r in rows]
         self.access_log.read(user_id, via, workspace, hits)
 
     def close(self) -> None:

@@ -187,7 +187,8 @@ def tool_scope(scope_type: str, workspace: str) -> Scope:
 
 
 class VisibleRow(Protocol):
-    """What the visibility rule reads of a memory (a search row)."""
+    """What the visibility rule reads of a memory: a `MemoryRow` (a command's `MemoryState`
+    too) or retrieval's `SearchRow`."""
 
     @property
     def scope_type(self) -> str: ...

@@ -1,7 +1,9 @@
 """The API's one way to read the views: `Reads(pool, schema).memory(user_id, memory_id)`, ...
 
-Each method is one query function of the view that owns the table (projections/views/*.py);
-callers wait for the projections' positions beforehand (service/reading.py).
+Each method is one query function of the view that owns the table (projections/views/*.py).
+Memories, versions and candidates come back typed (`MemoryRow`, `VersionRow`: projections/
+rows.py; `CandidateState`), audit rows as the dicts their answers are made of. Callers wait
+for the projections' positions beforehand (service/reading.py).
 """
 
 from __future__ import annotations
@@ -15,7 +17,9 @@ from psycopg.rows import dict_row
 from psycopg.sql import Composed
 from psycopg_pool import ConnectionPool
 
+from domain.ledger.results import CandidateState, MemoryRow
 from domain.model.values import Scope
+from projections.rows import VersionRow
 from projections.tracking import Tables
 from projections.views import (
     active_memories,
@@ -45,7 +49,7 @@ class Reads:
             rows: list[dict[str, Any]] = cur.fetchall()
             return rows
 
-    def memory(self, user_id: str, memory_id: UUID) -> dict[str, Any] | None:
+    def memory(self, user_id: str, memory_id: UUID) -> MemoryRow | None:
         """One live memory of the user, or None."""
         return active_memories.memory(self, user_id, memory_id)
 
@@ -53,17 +57,17 @@ class Reads:
         """The user's live memories, oldest first, keyset-paginated."""
         return active_memories.memories(self, user_id, **query)
 
-    def memories_by_id(self, user_id: str, memory_ids: Sequence[UUID]) -> list[dict[str, Any]]:
+    def memories_by_id(self, user_id: str, memory_ids: Sequence[UUID]) -> list[MemoryRow]:
         """The user's live memories among `memory_ids`, in no particular order."""
         return active_memories.memories_by_id(self, user_id, memory_ids)
 
-    def memory_by_key(self, user_id: str, scope: Scope, memory_key: str) -> dict[str, Any] | None:
+    def memory_by_key(self, user_id: str, scope: Scope, memory_key: str) -> MemoryRow | None:
         """The live memory (active or suppressed) holding a normalised key in a scope, or None."""
         return active_memories.memory_by_key(self, user_id, scope, memory_key)
 
     def retrievable_memories(
         self, user_id: str, scopes: Sequence[Scope], *, now: datetime, limit: int = 1000
-    ) -> list[dict[str, Any]]:
+    ) -> list[MemoryRow]:
         """The user's active, unexpired memories in these scopes, newest first."""
         return active_memories.retrievable_memories(self, user_id, scopes, now=now, limit=limit)
 
@@ -75,11 +79,11 @@ class Reads:
         """True when the user forgot this memory (its tombstone is theirs)."""
         return tombstones.is_forgotten(self, user_id, memory_id)
 
-    def versions(self, user_id: str, memory_id: UUID) -> list[dict[str, Any]]:
+    def versions(self, user_id: str, memory_id: UUID) -> list[VersionRow]:
         """Every revision of a live memory, ascending."""
         return memory_versions.versions(self, user_id, memory_id)
 
-    def candidates(self, user_id: str, status: str) -> list[dict[str, Any]]:
+    def candidates(self, user_id: str, status: str) -> list[CandidateState]:
         """The user's candidates in one status, newest first."""
         return candidates.in_status(self, user_id, status)
 

@@ -21,6 +21,7 @@ from domain.model.cjk import CJK_LETTER, CJK_LETTERS
 from domain.model.values import normalise_content
 
 __all__ = [
+    "NOT_PLURAL",
     "STOPWORDS",
     "STOP_CHARS",
     "STRONG",
@@ -74,11 +75,21 @@ STRONG: Final = 2
 _WEAK: Final = 1  # a bigram with one function character counts half
 
 
+NOT_PLURAL: Final = ("ss", "us", "is")
+"""Endings of English words whose final s is no plural (class, status, analysis)."""
+
+
 def stem(word: str) -> str:
-    """Plural folding only, applied alike to queries and memories ("examples" ~ "example")."""
+    """Plural folding only, applied alike to queries and memories ("examples" ~ "example").
+
+    The index's term form: the search_terms view stores it, so a change needs a rebuild. The
+    glossary (retrieval/glossary.py `fold`) folds further, into its own space of dictionary
+    gloss terms (-ing, -ed, -ation, British -ise), computed on each search and never stored;
+    the two are deliberately different (the index matches words exactly, the glossary
+    concepts loosely) and share only `NOT_PLURAL`."""
     if len(word) > 4 and word.endswith("ies"):
         return word[:-3] + "y"
-    if len(word) > 3 and word.endswith("s") and not word.endswith(("ss", "us", "is")):
+    if len(word) > 3 and word.endswith("s") and not word.endswith(NOT_PLURAL):
         return word[:-1]
     return word
 

@@ -73,7 +73,8 @@ class SearchKey:
     workspace: str
     scopes: tuple[str, ...]
     query: str
-    query_key: str
+    memory_key: str
+    """The query read as a memory key (`Query.memory_key`)."""
     category: str | None
     limit: int
     revision: int
@@ -98,7 +99,7 @@ class SearchKey:
             workspace,
             tuple(sorted(s.label() for s in scopes)),
             query.normal,
-            query.key,
+            query.memory_key,
             category,
             limit,
             revision,

@@ -143,7 +143,7 @@ def _fetch(
         "user": user_id,
         "now": now,
         "category": category,
-        "key": seal.user_hash(user_id, "key", q.key) if q.key else None,
+        "key_hash": seal.user_hash(user_id, "key", q.memory_key) if q.memory_key else None,
         "named": sorted(q.named),
         "all": hashed(list(q.terms)),
         "phrase_terms": sorted(hashed(phrase_terms)),
@@ -156,7 +156,7 @@ def _fetch(
     sql = statements(
         table,
         tuple(q.terms.values()),
-        bool(q.key),
+        bool(q.memory_key),
         len(scopes),
         category is not None,
     )
@@ -175,7 +175,7 @@ def _fetch(
     if q.terms:
         streams = [PHRASE] if phrase_terms == frozenset(q.terms) else [PHRASE, REST]
     else:
-        streams = [KEY] if q.key else []
+        streams = [KEY] if q.memory_key else []
     rows: list[dict[str, Any]] = []
     if streams:
         asked = dict.fromkeys(streams, wanted + SLACK)

@@ -3,7 +3,8 @@
 A `Statements` renders, once per query shape (term weights, key or not, scopes, category
 filter), the statements the fetch runs; their parameters are named:
 
-- %(user)s, %(now)s, %(category)s, %(key)s, %(named)s: as the names say;
+- %(user)s, %(now)s, %(category)s, %(key_hash)s (of the query read as a memory key), %(named)s:
+  as the names say;
 - %(all)s, %(phrase_terms)s: the keyed hashes of the query terms and phrase terms (int8[]);
 - %(p<i>)s / %(t<i>)s: query term i's hash (for terms / key_terms);
 - %(s<i>)s, %(w<i>)s: visible scope i;
@@ -93,7 +94,7 @@ class Statements:
                 for i, w in enumerate(weights)
             ]
         )
-        self.not_key = SQL(" AND key_hash <> %(key)s") if has_key else SQL("")
+        self.not_key = SQL(" AND key_hash <> %(key_hash)s") if has_key else SQL("")
         # The ranker's order after key, phrase and coverage.
         self.tail = SQL("{}category = ANY(%(named)s) DESC, {}, updated_at DESC, memory_id").format(
             SQL("{} DESC, ").format(key_matched) if weights else SQL(""), _DUE
@@ -123,10 +124,10 @@ class Statements:
             self.hidden, SQL(" UNION ALL ").join(branches)
         )
 
-    def _render(self, key: tuple[Any, ...], build: Callable[[], Composed]) -> bytes:
-        if key not in self.rendered:
-            self.rendered[key] = build().as_bytes(None)
-        return self.rendered[key]
+    def _render(self, shape: tuple[Any, ...], build: Callable[[], Composed]) -> bytes:
+        if shape not in self.rendered:
+            self.rendered[shape] = build().as_bytes(None)
+        return self.rendered[shape]
 
     def top(self, streams: Sequence[int]) -> bytes:
         """The top stage: key rows (all; alone when the query has no terms), then the phrase
@@ -135,7 +136,7 @@ class Statements:
 
         def build() -> Composed:
             parts: list[Composed] = []
-            by_key = SQL("user_id = %(user)s AND key_hash = %(key)s")
+            by_key = SQL("user_id = %(user)s AND key_hash = %(key_hash)s")
             if KEY in streams:
                 parts.append(self._branch(KEY, by_key, SQL("memory_id"), "", False))
             if PHRASE in streams:
@@ -143,7 +144,7 @@ class Statements:
                 order: Composable = self.tail
                 if self.has_key:  # one branch, not two: each costs planning time
                     where = SQL("{} OR ({})").format(where, by_key)
-                    order = SQL("key_hash = %(key)s DESC, {}").format(order)
+                    order = SQL("key_hash = %(key_hash)s DESC, {}").format(order)
                 parts.append(self._branch(PHRASE, where, order, "n1", True))
             if REST in streams:
                 where = SQL(

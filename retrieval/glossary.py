@@ -47,7 +47,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Final
 
-from projections.tokens import STOP_CHARS, STOPWORDS
+from projections.tokens import NOT_PLURAL, STOP_CHARS, STOPWORDS
 
 __all__ = [
     "AFFIX_MIN",
@@ -112,7 +112,10 @@ _NOT_ENGLISH: Final = re.compile(r"[\u4e00-\u9fff|\[\]0-9]+")
 
 
 def fold(word: str) -> str:
-    """One form for an English word's variants: memorise/memorized -> memoriz, studies -> study."""
+    """One form for an English word's variants: memorise/memorized -> memoriz, studies -> study.
+
+    The glossary's concept space, looser than the search index's `projections.tokens.stem`
+    (plurals only, stored by the index): "examples" is "exampl" here, "example" there."""
     word = _BRITISH.sub(r"iz\1", word)
     if word.endswith("our") and len(word) > 5:
         word = word[:-3] + "or"
@@ -120,7 +123,7 @@ def fold(word: str) -> str:
         if (
             word.endswith(suffix)
             and len(word) - len(suffix) >= 3
-            and not (suffix == "s" and word.endswith(("ss", "us", "is")))
+            and not (suffix == "s" and word.endswith(NOT_PLURAL))
             and not (suffix == "ly" and word.endswith(("ply", "ily")))  # apply, family
         ):
             word = word[: -len(suffix)] + replacement

@@ -1,9 +1,12 @@
 """A search query analysed once, the rows it is matched against, and the lexical judgement.
 
 `Query.of(text)` is passed down to every stage of a search: the cache keys on `normal` and
-`key`; the fetch, the lexical and the hybrid rankers read `terms`, `phrase`, `key` and `named`;
+`memory_key`; the fetch, the lexical and the hybrid rankers read `terms`, `phrase`,
+`memory_key` and `named`;
 the embedder and the glossary read `normal`. No stage normalises or tokenises the query again.
-`SearchRow` is a memory as retrieval ranks it; `judge(query, row, now)` returns a `Judgement`
+`SearchRow` is a memory as retrieval ranks it: the fields ranking reads (no user, revision or
+creation time) and the memory's terms, from the narrow fetch's columns or from a read-model
+`MemoryRow` (`SearchRow.of`); `judge(query, row, now)` returns a `Judgement`
 (key match, phrase, matched weight, category, coverage, sort key), which the fusion
 (retrieval/fusion.py) reads.
 """
@@ -16,6 +19,7 @@ from datetime import datetime
 from typing import Any, Final
 from uuid import UUID
 
+from domain.ledger.results import MemoryRow
 from domain.model.values import normalise_content, normalise_key
 from domain.policy import retrievable
 from projections.tokens import STRONG, document_terms, key_words, query_terms, word_char
@@ -75,8 +79,8 @@ class Query:
     """As the agent sent it."""
     normal: str
     """`normalise_content(text)`: the cache, the embedder and the glossary read this form."""
-    key: str
-    """`normalise_key(text)`: an exact `memory_key` match."""
+    memory_key: str
+    """`normalise_key(text)`: the query read as a memory key (an exact `memory_key` match)."""
     terms: Mapping[str, int]
     """Weighted terms (`projections.tokens.query_terms`)."""
     total: int
@@ -108,7 +112,7 @@ class Query:
 
 @dataclass(frozen=True, slots=True)
 class SearchRow:
-    """A memory as retrieval sees it (a search_terms or active_memories row)."""
+    """A memory as retrieval ranks it: a search_terms row of the fetch, or a `MemoryRow`."""
 
     memory_id: UUID
     memory_key: str
@@ -133,8 +137,26 @@ class SearchRow:
     row (else computed by each)."""
 
     @classmethod
+    def of(cls, memory: MemoryRow) -> SearchRow:
+        """From a read-model row (its terms computed when judged)."""
+        return cls(
+            memory.memory_id,
+            memory.memory_key,
+            memory.content,
+            memory.category,
+            memory.scope_type,
+            memory.workspace_type,
+            memory.source_type,
+            memory.status,
+            memory.updated_at,
+            memory.review_after,
+            memory.last_confirmed_at,
+            memory.expires_at,
+        )
+
+    @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> SearchRow:
-        """From a projection row (extra columns are ignored)."""
+        """From the columns the fetch reads (retrieval/fetch_sql.py; extra ones are ignored)."""
         values: dict[str, Any] = {name: row.get(name) for name in cls.__dataclass_fields__}
         for name in ("terms", "key_terms"):
             if values[name] is not None:
@@ -236,7 +258,7 @@ def judge(q: Query, row: SearchRow, now: datetime, *, phrased: bool | None = Non
     in_key = (
         row.key_terms if row.key_terms is not None else document_terms(key_words(row.memory_key))
     )
-    key_match = bool(q.key) and q.key == row.memory_key
+    key_match = bool(q.memory_key) and q.memory_key == row.memory_key
     if phrased is None:
         phrased = _has_phrase(q.phrase, row.memory_key, row.content, row.normal)
     category = row.category in q.named

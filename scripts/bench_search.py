@@ -52,6 +52,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import asdict
 from datetime import UTC, datetime, timedelta
 from functools import partial
 from typing import Any, TypeVar, cast
@@ -379,7 +380,8 @@ def old_search(reads: Reads, pool: int = 1000) -> Engine:
         reads: Reads, user_id: str, scopes: Any, query: Query, *, now: Any, category: Any,
         limit: int,
     ) -> list[dict[str, Any]]:  # fmt: skip
-        return reads.retrievable_memories(user_id, scopes, now=now, limit=pool)
+        rows = reads.retrievable_memories(user_id, scopes, now=now, limit=pool)
+        return [asdict(r) for r in rows]  # the fetch's shape: columns by name
 
     return partial(MemorySearch(None, rows=newest), reads)
 

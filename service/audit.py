@@ -12,6 +12,7 @@ from typing import Any, Final
 from uuid import UUID
 
 from domain.errors import PolicyDenied
+from domain.ledger.access import AccessHit
 from projections.views.audit_log import AuditLog
 from projections.views.profile import Profile
 from replay import ReplayQuery, replay
@@ -54,7 +55,7 @@ def as_of(
     user_id: str,
     when: datetime,
     memory_id: UUID | None,
-    access_row: Callable[[dict[str, Any]], dict[str, Any]],
+    access_row: Callable[[dict[str, Any]], AccessHit],
 ) -> list[dict[str, Any]]:
     """The user's memories as they stood at `when` (one forgotten since: redacted); what was
     shown is recorded for audit, each item as `access_row` gives its id, scope and revision."""

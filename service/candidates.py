@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 from uuid import UUID
 
-from domain.ledger.results import Outcome
+from domain.ledger.results import CandidateState, Outcome
 from domain.model.values import UNSET
 from projections.views.candidates import Candidates
 from service.caller import Identity
@@ -17,14 +17,14 @@ __all__ = ["accept", "in_status", "reject"]
 
 def in_status(
     ports: Ports, caller: Identity, status: str, *, min_position: int | None = None
-) -> list[dict[str, Any]]:
+) -> list[CandidateState]:
     """The user's candidates in one status, newest first; a pending one past its expiry is
     left out (it can no longer be accepted and the sweeper is about to mark it `expired`)."""
     reads = fresh_reads(ports, caller.user_id, min_position, Candidates.name)
     rows = reads.candidates(caller.user_id, status)
     if status == "pending":
         now = ports.ledger.clock()
-        rows = [r for r in rows if r["expires_at"] > now]
+        rows = [r for r in rows if r.expires_at > now]
     return rows
 
 

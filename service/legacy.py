@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from domain.ledger.results import MemoryState, Outcome
+from domain.ledger.results import MemoryRow, MemoryState, Outcome
 from domain.model.values import Scope
 from projections.views.active_memories import ActiveMemories
 from service.caller import Identity
@@ -16,10 +14,10 @@ __all__ = ["forget_global", "global_memories", "put_global"]
 
 def global_memories(
     ports: Ports, caller: Identity, *, min_position: int | None = None
-) -> list[dict[str, Any]]:
+) -> list[MemoryRow]:
     """Every active global memory of the user, oldest first (all pages)."""
     reads = fresh_reads(ports, caller.user_id, min_position, ActiveMemories.name)
-    returned: list[dict[str, Any]] = []
+    returned: list[MemoryRow] = []
     cursor = None
     while True:
         page = reads.memories(

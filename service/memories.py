@@ -14,9 +14,10 @@ from typing import Any
 from uuid import UUID
 
 from domain.errors import MemoryForgotten, NotFound
-from domain.ledger.results import Outcome
+from domain.ledger.results import MemoryRow, Outcome
 from domain.model.values import UNSET, Scope
 from projections.reads import Reads
+from projections.rows import VersionRow
 from projections.views.active_memories import ActiveMemories, Page, PageQuery
 from projections.views.memory_versions import MemoryVersions
 from projections.views.tombstones import Tombstones
@@ -131,7 +132,7 @@ def page(
 
 def get(
     ports: Ports, caller: Identity, memory_id: UUID, *, min_position: int | None = None
-) -> dict[str, Any]:
+) -> MemoryRow:
     """One live memory (MemoryForgotten when forgotten, NotFound when not the user's)."""
     reads = fresh_reads(ports, caller.user_id, min_position, ActiveMemories.name, Tombstones.name)
     row = _live_row(reads, caller.user_id, memory_id)
@@ -141,7 +142,7 @@ def get(
 
 def versions(
     ports: Ports, caller: Identity, memory_id: UUID, *, min_position: int | None = None
-) -> list[dict[str, Any]]:
+) -> list[VersionRow]:
     """Every content version of a live memory, ascending revision."""
     reads = fresh_reads(
         ports,
@@ -157,7 +158,7 @@ def versions(
     return rows
 
 
-def _live_row(reads: Reads, user_id: str, memory_id: UUID) -> dict[str, Any]:
+def _live_row(reads: Reads, user_id: str, memory_id: UUID) -> MemoryRow:
     row = reads.memory(user_id, memory_id)
     if row is not None:
         return row

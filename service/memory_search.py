@@ -17,6 +17,7 @@ from typing import Any, Final
 from uuid import UUID
 
 from domain.context import current_request_id
+from domain.ledger.results import MemoryRow
 from projections.reads import InvalidCursor
 from projections.views.active_memories import ActiveMemories
 from projections.views.search_terms import SearchTerms
@@ -48,7 +49,7 @@ class OwnerQuery:
 class Hit:
     """A memory found (its active_memories row) and its relevance."""
 
-    memory: dict[str, Any]
+    memory: MemoryRow
     relevance: float
 
 
@@ -81,7 +82,7 @@ def search(
         )
         rest = _after(ranked, after)
         page, more = rest[: asked.limit], len(rest) > asked.limit
-        rows = {r["memory_id"]: r for r in reads.memories_by_id(caller.user_id, _ids(page))}
+        rows = {r.memory_id: r for r in reads.memories_by_id(caller.user_id, _ids(page))}
         # A memory forgotten between the two reads has no row any more: it is left out.
         items = [Hit(rows[s.row.memory_id], s.score) for s in page if s.row.memory_id in rows]
         ports.record_read(caller.user_id, "api.search_memories", [h.memory for h in items])

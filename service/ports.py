@@ -6,9 +6,10 @@ importing it, so a use case never depends on the door that calls it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from contextlib import AbstractContextManager
-from typing import Any, Literal, Protocol
+from typing import Literal, Protocol
+from uuid import UUID
 
 from prometheus_client import Counter, Histogram
 
@@ -19,7 +20,20 @@ from projections.reads import Reads
 from retrieval.owner import OwnerSearch
 from retrieval.search import MemorySearch
 
-__all__ = ["AccessRecords", "Limits", "Ports", "UseCaseMetrics"]
+__all__ = ["AccessRecords", "Limits", "Ports", "Shown", "UseCaseMetrics"]
+
+
+class Shown(Protocol):
+    """What an access record keeps of a memory a read returned (a `MemoryRow`, an `AccessHit`)."""
+
+    @property
+    def memory_id(self) -> UUID: ...
+    @property
+    def scope_type(self) -> str: ...
+    @property
+    def workspace_type(self) -> str | None: ...
+    @property
+    def revision(self) -> int | None: ...
 
 
 class AccessRecords(Protocol):
@@ -85,7 +99,7 @@ class Ports(Protocol):
         self,
         user_id: str,
         via: str,
-        rows: Iterable[Mapping[str, Any]],
+        rows: Iterable[Shown],
         *,
         workspace: str | None = None,
     ) -> None:

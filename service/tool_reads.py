@@ -10,13 +10,13 @@ queued, never with content or query text. Search results are cached briefly
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
 
 from domain import policy
 from domain.context import current_request_id
 from domain.ledger.access import AccessHit
+from domain.ledger.results import MemoryRow
 from projections.views.active_memories import ActiveMemories
 from projections.views.search_terms import SearchTerms
 from projections.views.user_revisions import UserRevisions
@@ -99,7 +99,7 @@ def list_memories(
     scope_type: str | None = None,
     *,
     min_position: int | None = None,
-) -> list[Mapping[str, Any]]:
+) -> list[MemoryRow]:
     """The visible active, unexpired memories, newest first (at most LIST_LIMIT)."""
     with allowed(ports, caller, "list_core_memories") as workspace:
         reads = fresh_reads(ports, caller.user_id, min_position, ActiveMemories.name)
@@ -108,4 +108,4 @@ def list_memories(
             caller.user_id, scopes, now=ports.ledger.clock(), limit=LIST_LIMIT
         )
         ports.record_read(caller.user_id, "list_core_memories", rows, workspace=workspace)
-        return list(rows)
+        return rows

@@ -9,13 +9,12 @@ becomes a candidate the user decides on.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 from uuid import UUID
 
 from domain import policy
 from domain.context import Retry, retrying
 from domain.errors import KeyExists, MemoryForgotten
-from domain.ledger.results import CandidateState, MemoryState, Outcome
+from domain.ledger.results import CandidateState, MemoryRow, MemoryState, Outcome
 from domain.model.values import Scope, normalise_content
 from projections.views.active_memories import ActiveMemories
 from projections.views.audit_log import AuditLog
@@ -162,7 +161,7 @@ def propose_memory(
             memory_key=p.memory_key,
             content=p.content,
             category=p.category,
-            target_memory_id=None if existing is None else existing["memory_id"],
+            target_memory_id=None if existing is None else existing.memory_id,
             source_conversation_id=p.source_conversation_id,
         )
         ports.wrote(user_id, outcome)
@@ -213,7 +212,5 @@ def _reconfirm_if_due(ports: Ports, user_id: str, memory: MemoryState) -> Memory
     return ports.wrote(user_id, outcome).memory or memory
 
 
-def _same(row: dict[str, Any], content: str, category: str) -> bool:
-    return row["category"] == category and normalise_content(row["content"]) == normalise_content(
-        content
-    )
+def _same(row: MemoryRow, content: str, category: str) -> bool:
+    return row.category == category and normalise_content(row.content) == normalise_content(content)

@@ -22,12 +22,11 @@ free, never which memory holds it, whether it is suppressed or expired, or what 
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
 from uuid import UUID
 
 from domain import policy
 from domain.errors import MemoryForgotten, NotFound
-from domain.ledger.results import CandidateState, MemoryState
+from domain.ledger.results import CandidateState, MemoryRow, MemoryState
 from projections.reads import Reads
 from service.ports import Ports
 
@@ -50,17 +49,12 @@ def visible_memory(
     return memory
 
 
-def sees(ports: Ports, workspace: str, memory: MemoryState | dict[str, Any]) -> bool:
-    """True when an agent in `workspace` may see this memory: active, unexpired, in scope."""
-    fields = ("scope_type", "workspace_type", "status", "expires_at")
-    scope_type, workspace_type, status, expires_at = (
-        (memory[f] for f in fields)
-        if isinstance(memory, dict)
-        else (getattr(memory, f) for f in fields)
-    )
-    return policy.is_visible(scope_type, workspace_type, workspace) and policy.retrievable(
-        status, expires_at, ports.ledger.clock()
-    )
+def sees(ports: Ports, workspace: str, memory: MemoryRow) -> bool:
+    """True when an agent in `workspace` may see this memory (a read-model row or a command's
+    `MemoryState`): active, unexpired, in scope."""
+    return policy.is_visible(
+        memory.scope_type, memory.workspace_type, workspace
+    ) and memory.is_retrievable(ports.ledger.clock())
 
 
 def agent_candidate(candidate: CandidateState, *, target_visible: bool) -> CandidateState:

@@ -25,6 +25,7 @@ from api.deps import CurrentIdentity, ServicesDep
 from api.schemas.replay import AsOfView, ReplayRecord
 from api.services import Services
 from api.user_route import UserRoute
+from domain.ledger.access import AccessHit
 from replay import ReplayQuery, parse_time, replay
 from service import audit
 from service.audit import require_auditor
@@ -125,7 +126,7 @@ def _lines(
     services: Services, auditor: str, first: list[dict[str, Any]], rest: Iterator[dict[str, Any]]
 ) -> Iterator[str]:
     """The records as JSON lines, in chunks; what was sent is recorded when the stream ends."""
-    shown: dict[str, dict[str, Any]] = {}  # each memory whose events were sent, first seen first
+    shown: dict[str, AccessHit] = {}  # each memory whose events were sent, first seen first
     try:
         chunk: Iterable[dict[str, Any]] = first
         while chunk:
@@ -138,12 +139,14 @@ def _lines(
         services.record_read(auditor, "audit.replay", list(shown.values()))
 
 
-def _row(record: dict[str, Any], seen: dict[str, Any] | None = None) -> dict[str, Any]:
+def _row(record: dict[str, Any], seen: AccessHit | None = None) -> AccessHit:
     """What an access record keeps of a memory that was shown: id, scope, latest revision."""
     memory_id = record.get("aggregate_id", record.get("memory_id"))
-    return {
-        "memory_id": UUID(str(memory_id)),
-        "scope_type": record.get("scope_type") or (seen or {}).get("scope_type"),
-        "workspace_type": record.get("workspace_type") or (seen or {}).get("workspace_type"),
-        "revision": record.get("revision") or (seen or {}).get("revision"),
-    }
+    # None when neither this record nor an earlier one of the stream says (a later event first).
+    scope_type: Any = record.get("scope_type") or (seen.scope_type if seen else None)
+    return AccessHit(
+        UUID(str(memory_id)),
+        scope_type,
+        record.get("workspace_type") or (seen.workspace_type if seen else None),
+        record.get("revision") or (seen.revision if seen else None),
+    )

@@ -21,10 +21,10 @@ from api.schemas.memories import (
     MemoryPatch,
     MemorySearchPage,
     VersionList,
-    VersionOut,
     VersionRestore,
     WorkspaceType,
     memory_out,
+    version_out,
 )
 from api.schemas.text import CURSOR_PATTERN, MAX_QUERY_CHARS, TEXT_PATTERN
 from api.user_route import UserRoute
@@ -195,7 +195,7 @@ def list_versions(
 ) -> VersionList:
     """Every content version, ascending revision."""
     rows = memories.versions(services, identity, memory_id, min_position=at)
-    return VersionList(items=[VersionOut.model_validate(r) for r in rows])
+    return VersionList(items=[version_out(r) for r in rows])
 
 
 @router.post("/{memory_id}/versions/{revision}/restore", response_model=MemoryOut)

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Literal
 from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from api.schemas.memories import Category, MemoryOut, ScopeType, WorkspaceType, shaped
 from api.schemas.text import Content
+from domain.ledger.results import CandidateState
 
 __all__ = [
     "Candidate",
@@ -54,8 +55,10 @@ class Candidate(BaseModel):
     expires_at: datetime
 
 
-def candidate_out(source: Any) -> Candidate:
-    """From a command's CandidateState or a projection row (dict)."""
+def candidate_out(source: CandidateState | None) -> Candidate:
+    """From a command's or the candidates view's `CandidateState` (None only as the type of an
+    `Outcome.candidate` its caller knows is set)."""
+    assert source is not None, "an outcome without a candidate has none to show"
     return shaped(Candidate, source)
 
 

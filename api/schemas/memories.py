@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 from datetime import datetime
-from functools import partial
-from typing import Any, Literal, TypeVar
+from typing import Literal, TypeVar
 from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from api.schemas.text import Content, Key
+from domain.ledger.results import MemoryRow
 from domain.model.values import Category
 from domain.model.values import Workspace as WorkspaceType
+from projections.rows import VersionRow
 
 __all__ = [
     "Category",
@@ -29,6 +30,7 @@ __all__ = [
     "WorkspaceType",
     "memory_out",
     "shaped",
+    "version_out",
 ]
 
 ScopeType = Literal["global", "workspace"]
@@ -65,15 +67,18 @@ class MemoryOut(MemoryFields):
     expires_at: datetime | None
 
 
-def shaped(model: type[M], source: Any) -> M:
-    """`model` from the same-named fields of a command's state (attributes) or a projection
-    row (dict); anything else the source holds is left out."""
-    get = source.__getitem__ if isinstance(source, dict) else partial(getattr, source)
-    return model.model_validate({name: get(name) for name in model.model_fields})
+def shaped(model: type[M], source: object) -> M:
+    """`model` from the same-named attributes of a typed row or state (`MemoryRow`,
+    `MemoryState`, `CandidateState`, ...); anything else the source holds is left out."""
+    return model.model_validate({name: getattr(source, name) for name in model.model_fields})
 
 
-def memory_out(source: Any) -> MemoryOut:
-    """From a command's MemoryState or a projection row (dict)."""
+def memory_out(source: MemoryRow | None) -> MemoryOut:
+    """The API's `Memory` from a read-model row or a command's state (a `MemoryRow` too): the
+    one mapping.
+
+    (None only as the type of an `Outcome.memory` its caller knows is set.)"""
+    assert source is not None, "an outcome without a memory has none to show"
     return shaped(MemoryOut, source)
 
 
@@ -154,6 +159,11 @@ class VersionOut(BaseModel):
     changed_via: Literal["user_api", "agent_tool", "candidate", "migration"]
     source_candidate_id: UUID | None
     created_at: datetime
+
+
+def version_out(source: VersionRow) -> VersionOut:
+    """The API's version from a read-model row."""
+    return shaped(VersionOut, source)
 
 
 class VersionList(BaseModel):

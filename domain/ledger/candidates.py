@@ -48,7 +48,7 @@ class CandidateCommands:
     ) -> Outcome:
         """Record a proposal: `candidate_created`, `duplicate` or `previously_rejected`."""
         MemoryCandidate.check_operation(operation, target_memory_id)
-        key, text, category = (
+        memory_key, text, category = (
             check_key(memory_key),
             check_content(content),
             check_category(category),
@@ -62,7 +62,9 @@ class CandidateCommands:
                 # key, naming the target, cannot be stored) ends here, in MemoryForgotten.
                 target = self.store.memory(user_id, target_memory_id)
                 revision = expected_revision or target.revision
-            print_ = self.hashes.proposal(user_id, scope, key, text, category, target_memory_id)
+            print_ = self.hashes.proposal(
+                user_id, scope, memory_key, text, category, target_memory_id
+            )
             now = self.clock()
             known = self._known_proposal(user_id, print_.value, now)
             if known is not None:
@@ -72,7 +74,7 @@ class CandidateCommands:
                 duplicate = self.store.candidate(user_id, candidate_id)
                 return Outcome("duplicate", candidate=CandidateState.of(duplicate))
             candidate_id = uuid4()
-            new_key = self.keys.stage(candidate_id, user_id, "candidate", target_memory_id)
+            data_key = self.keys.stage(candidate_id, user_id, "candidate", target_memory_id)
             candidate = MemoryCandidate.new(
                 candidate_id,
                 user_id=user_id,
@@ -81,7 +83,7 @@ class CandidateCommands:
                 expected_revision=revision,
                 proposed_scope_type=scope.scope_type,
                 proposed_workspace_type=scope.workspace_type,
-                proposed_key=key,
+                proposed_key=memory_key,
                 proposed_content=text,
                 proposed_category=category,
                 source_conversation_id=source_conversation_id,
@@ -89,7 +91,7 @@ class CandidateCommands:
             )
             position = self.store.save(
                 candidate,
-                new_keys=[new_key],
+                new_keys=[data_key],
                 fingerprints=[
                     Fingerprint(
                         candidate_id,
@@ -211,20 +213,20 @@ class CandidateCommands:
                 candidate.proposed_scope_type if scope_type is UNSET else scope_type,
                 None if workspace_type is UNSET else workspace_type,
             )
-        key = check_key(candidate.proposed_key)
+        memory_key = check_key(candidate.proposed_key)
         final_text = text or candidate.proposed_content
         final_category = category or candidate.proposed_category
         check_workspace_content(scope, final_text)
-        existing = self.store.find_by_key(candidate.user_id, scope, key)
+        existing = self.store.find_by_key(candidate.user_id, scope, memory_key)
         if existing is not None:
             # Same content already live: accepting links to it; different content: conflict.
             self.memories.existing_outcome(existing, final_text)
             memory, saved = existing, []
         else:
-            memory, new_key, claim = self.memories.build(
+            memory, data_key, claim = self.memories.build(
                 candidate.user_id,
                 scope,
-                key,
+                memory_key,
                 final_text,
                 final_category,
                 "confirmed",
@@ -233,7 +235,7 @@ class CandidateCommands:
                 None,
                 None,
             )
-            saved = [new_key]
+            saved = [data_key]
         candidate.accept(
             resulting_memory_id=memory.id,
             edited_content=text,

@@ -65,10 +65,11 @@ class KeyedHashes:
         return keyed_hash(self._live(key_id), "content", normalise_content(content))
 
     def claim(self, user_id: str, scope: Scope, memory_key: str) -> Keyed:
-        """Keyed hash of (scope, key) under the user's key: reveals no key in clear."""
-        key = self.keys.user_key(user_id)
-        value = keyed_hash(key, "claim", scope.label(), memory_key)
-        return Keyed(value, user_key_id(user_id), key_check(key))
+        """Keyed hash of (scope, memory key) under the user's key: reveals no memory key in
+        clear."""
+        user_key = self.keys.user_key(user_id)
+        value = keyed_hash(user_key, "claim", scope.label(), memory_key)
+        return Keyed(value, user_key_id(user_id), key_check(user_key))
 
     def proposal(
         self,
@@ -86,17 +87,17 @@ class KeyedHashes:
         when the memory's key is gone (as `content`).
         """
         if about is None:
-            key, key_id = self.keys.user_key(user_id), user_key_id(user_id)
+            data_key, key_id = self.keys.user_key(user_id), user_key_id(user_id)
         else:
-            key, key_id = self._live(about), about
+            data_key, key_id = self._live(about), about
         value = keyed_hash(
-            key, "proposal", scope.label(), memory_key, normalise_content(content), category
+            data_key, "proposal", scope.label(), memory_key, normalise_content(content), category
         )
-        return Keyed(value, key_id, key_check(key))
+        return Keyed(value, key_id, key_check(data_key))
 
     def _live(self, key_id: UUID) -> bytes:
         """A memory's data key; Retry when it is gone (forgotten since the command loaded it)."""
-        key = self.keys.get(key_id)
-        if key is None:
+        data_key = self.keys.get(key_id)
+        if data_key is None:
             raise Retry(f"the data key of {key_id} is gone")
-        return key
+        return data_key

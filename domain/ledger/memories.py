@@ -66,7 +66,7 @@ class MemoryCommands:
         `origin` (migrations only) keeps where the memory came from and its original
         timestamps as data, e.g. {"system": "legacy-coremem", "created_at": "..."}.
         """
-        key, text, category = (
+        memory_key, text, category = (
             check_key(memory_key),
             check_content(content),
             check_category(category),
@@ -83,10 +83,10 @@ class MemoryCommands:
         def attempt() -> Outcome:
             # Create first: the claim's primary key refuses a taken (user, scope, key) inside
             # the save, so only a conflict pays for looking up the memory that holds it.
-            memory, new_key, claim = self.build(
+            memory, data_key, claim = self.build(
                 user_id,
                 scope,
-                key,
+                memory_key,
                 text,
                 category,
                 source_type,
@@ -97,9 +97,9 @@ class MemoryCommands:
                 origin_data,
             )
             try:
-                position = self.store.save(memory, new_keys=[new_key], claims=[claim])
+                position = self.store.save(memory, new_keys=[data_key], claims=[claim])
             except ClaimTaken:
-                existing = self.store.find_by_key(user_id, scope, key)
+                existing = self.store.find_by_key(user_id, scope, memory_key)
                 if existing is None or existing.is_forgotten:  # released since: run again
                     raise
                 return self.existing_outcome(existing, text)
@@ -117,7 +117,7 @@ class MemoryCommands:
         changed_via: str = "user_api",
     ) -> Outcome:
         """Legacy PUT: create the global memory with this key, or replace its value."""
-        key, text, category = (
+        memory_key, text, category = (
             check_key(memory_key),
             check_content(content),
             check_category(category),
@@ -125,13 +125,13 @@ class MemoryCommands:
         scope = Scope.global_()
 
         def attempt() -> Outcome:
-            existing = self.store.find_by_key(user_id, scope, key)
+            existing = self.store.find_by_key(user_id, scope, memory_key)
             if existing is None or existing.is_forgotten:  # a forgotten holder: released since
                 try:
                     return self.create(
                         user_id,
                         scope=scope,
-                        memory_key=key,
+                        memory_key=memory_key,
                         content=text,
                         category=category,
                         changed_via=changed_via,
@@ -230,7 +230,7 @@ class MemoryCommands:
         self,
         user_id: str,
         scope: Scope,
-        key: str,
+        memory_key: str,
         text: str,
         category: str,
         source_type: str,
@@ -242,16 +242,16 @@ class MemoryCommands:
     ) -> tuple[Memory, NewDataKey, Claim]:
         """A new Memory with its staged data key and its key claim, ready to save together."""
         memory_id = uuid4()
-        new_key = self.keys.stage(memory_id, user_id, "memory")
+        data_key = self.keys.stage(memory_id, user_id, "memory")
         content_hash = self.hashes.content(memory_id, text)
-        hashed = self.hashes.claim(user_id, scope, key)
+        hashed = self.hashes.claim(user_id, scope, memory_key)
         claim = Claim(hashed.value, memory_id, user_id, hashed.key_id, hashed.key_check)
         memory = Memory.new(
             memory_id,
             user_id=user_id,
             scope_type=scope.scope_type,
             workspace_type=scope.workspace_type,
-            memory_key=key,
+            memory_key=memory_key,
             content=text,
             content_hash=content_hash,
             category=category,
@@ -262,7 +262,7 @@ class MemoryCommands:
             expires_at=expires_at,
             origin=origin,
         )
-        return memory, new_key, claim
+        return memory, data_key, claim
 
     def existing_outcome(self, existing: Memory, content: str) -> Outcome:
         """A create meeting a live memory under its key: same content is done, else KeyExists."""

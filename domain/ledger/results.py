@@ -1,4 +1,5 @@
-"""What commands return: an `Outcome`, with the state of the aggregates it changed, detached.
+"""What commands return: an `Outcome`, with the state of the aggregates it changed, detached;
+and what the read models return of the same aggregates (`MemoryRow`, `CandidateState`).
 
 (A user's settings hold no personal field and no history: their detached state,
 `SettingsState`, is defined beside the aggregate in domain/model/memory_settings.py.)
@@ -13,8 +14,9 @@ from uuid import UUID
 
 from domain.model.candidate import MemoryCandidate
 from domain.model.memory import Memory, Version
+from domain.policy import retrievable
 
-__all__ = ["CandidateState", "MemoryState", "Outcome"]
+__all__ = ["CandidateState", "MemoryRow", "MemoryState", "Outcome"]
 
 
 if TYPE_CHECKING:
@@ -35,8 +37,10 @@ def _snapshot(cls: type[S], aggregate: object, **differing: Any) -> S:
 
 
 @dataclass(frozen=True, slots=True)
-class MemoryState:
-    """A memory as the API's `Memory` shape shows it."""
+class MemoryRow:
+    """A memory as the API's `Memory` shape shows it: what the active_memories view returns
+    (projections/reads.py), and what a command's `MemoryState` holds besides its versions.
+    `memory_key` and `content` read as REDACTED from a view once the data key is destroyed."""
 
     memory_id: UUID
     user_id: str
@@ -53,6 +57,16 @@ class MemoryState:
     last_confirmed_at: datetime | None
     review_after: datetime | None
     expires_at: datetime | None
+
+    def is_retrievable(self, now: datetime) -> bool:
+        """Active and not expired: it may take part in retrieval (domain/policy.py)."""
+        return retrievable(self.status, self.expires_at, now)
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryState(MemoryRow):
+    """A command's detached state of a memory: its `MemoryRow` and its content versions."""
+
     versions: tuple[Version, ...]
 
     @classmethod

@@ -13,9 +13,11 @@ from uuid import UUID
 from psycopg import Cursor
 from psycopg.sql import SQL, Composed
 
+from domain.ledger.results import MemoryRow
 from domain.model.values import Scope
 from projections.base import Projection
 from projections.envelope import Envelope
+from projections.rows import row_of
 from projections.sealed import vacuum_promptly
 from projections.tracking import Tables
 from projections.views._memory_rows import (
@@ -71,9 +73,10 @@ class ActiveMemories(Projection):
 _MEMORY = SQL(", ").join(SQL(c) for c in ("memory_id", *COLUMNS))
 
 
-def _all(src: ReadSource, query: Composed, params: tuple[Any, ...]) -> list[dict[str, Any]]:
-    """The rows of `query` with their key and content opened."""
-    return open_memory_rows(src.all(query, params), "active_memories", src.t.seal)
+def _all(src: ReadSource, query: Composed, params: tuple[Any, ...]) -> list[MemoryRow]:
+    """The rows of `query`, their key and content opened."""
+    rows = open_memory_rows(src.all(query, params), "active_memories", src.t.seal)
+    return [row_of(MemoryRow, row) for row in rows]
 
 
 class InvalidCursor(ValueError):
@@ -84,7 +87,7 @@ class InvalidCursor(ValueError):
 class Page:
     """A page of rows and the cursor of the next page (None when done)."""
 
-    items: list[dict[str, Any]]
+    items: list[MemoryRow]
     next_cursor: str | None
 
 
@@ -102,7 +105,7 @@ def _decode_cursor(cursor: str) -> tuple[datetime, UUID]:
         raise InvalidCursor("cursor is not one this API returned") from error
 
 
-def memory(src: ReadSource, user_id: str, memory_id: UUID) -> dict[str, Any] | None:
+def memory(src: ReadSource, user_id: str, memory_id: UUID) -> MemoryRow | None:
     """One live memory of the user, or None."""
     rows = _all(
         src,
@@ -155,7 +158,7 @@ def memories(src: ReadSource, user_id: str, **query: Unpack[PageQuery]) -> Page:
     more = len(rows) > limit
     rows = rows[:limit]
     last = rows[-1] if more else None
-    return Page(rows, _encode_cursor(last["created_at"], last["memory_id"]) if last else None)
+    return Page(rows, _encode_cursor(last.created_at, last.memory_id) if last else None)
 
 
 def expired_count(src: ReadSource) -> int:
@@ -176,7 +179,7 @@ def retrievable_memories(
     *,
     now: datetime,
     limit: int = 1000,
-) -> list[dict[str, Any]]:
+) -> list[MemoryRow]:
     """The user's active, unexpired memories in these scopes, newest first (at most `limit`)."""
     if not scopes:
         return []
@@ -199,9 +202,7 @@ def retrievable_memories(
     )
 
 
-def memory_by_key(
-    src: ReadSource, user_id: str, scope: Scope, memory_key: str
-) -> dict[str, Any] | None:
+def memory_by_key(src: ReadSource, user_id: str, scope: Scope, memory_key: str) -> MemoryRow | None:
     """The live memory (active or suppressed) holding a normalised key in a scope, or None."""
     rows = _all(
         src,
@@ -218,13 +219,13 @@ def memory_by_key(
         ),
     )
     # Equal hashes of unequal keys are all but impossible; the opened key says for sure.
-    rows = [row for row in rows if row["memory_key"] == memory_key]
+    rows = [row for row in rows if row.memory_key == memory_key]
     return rows[0] if rows else None
 
 
 def memories_by_id(
     src: ReadSource, user_id: str, memory_ids: Sequence[UUID]
-) -> list[dict[str, Any]]:
+) -> list[MemoryRow]:
     """The user's live memories among `memory_ids`, in no particular order."""
     if not memory_ids:
         return []

@@ -13,6 +13,7 @@ from uuid import UUID
 from psycopg import Cursor
 from psycopg.sql import SQL, Composed
 
+from domain.ledger.results import CandidateState
 from domain.model.candidate import MemoryCandidate
 from domain.model.events import REDACTED
 from domain.model.memory import Memory
@@ -176,8 +177,9 @@ _KINDS = EventKinds(
 )
 
 
-def in_status(src: ReadSource, user_id: str, status: str) -> list[dict[str, Any]]:
-    """The user's candidates in one status, newest first (shredded proposals REDACTED)."""
+def in_status(src: ReadSource, user_id: str, status: str) -> list[CandidateState]:
+    """The user's candidates in one status, newest first (shredded proposals REDACTED); the
+    table holds exactly a `CandidateState`'s fields."""
     rows = src.all(
         SQL(
             "SELECT * FROM {} WHERE user_id = %s AND status = %s"
@@ -185,4 +187,6 @@ def in_status(src: ReadSource, user_id: str, status: str) -> list[dict[str, Any]
         ).format(src.t["candidates"]),
         (user_id, status),
     )
-    return src.t.seal.open_rows(rows, _TABLE, "candidate_id", _SEALED)
+    return [
+        CandidateState(**row) for row in src.t.seal.open_rows(rows, _TABLE, "candidate_id", _SEALED)
+    ]

@@ -12,6 +12,7 @@ from psycopg.sql import SQL, Composed
 from domain.model.memory import Memory
 from projections.base import Projection
 from projections.envelope import Envelope, EventKinds
+from projections.rows import VersionRow
 from projections.sealed import vacuum_promptly
 from projections.tracking import Tables
 from projections.views._rows import ReadSource, copy_rows
@@ -136,7 +137,7 @@ _KINDS: EventKinds[str | None] = EventKinds(
 """The change type an event class makes ("forget" for Forgotten; None: no version)."""
 
 
-def versions(src: ReadSource, user_id: str, memory_id: UUID) -> list[dict[str, Any]]:
+def versions(src: ReadSource, user_id: str, memory_id: UUID) -> list[VersionRow]:
     """Every revision of a live memory, ascending (shredded content reads as REDACTED)."""
     rows = src.all(
         SQL(
@@ -150,4 +151,4 @@ def versions(src: ReadSource, user_id: str, memory_id: UUID) -> list[dict[str, A
     for row in rows:
         row_id = f"{memory_id}/{row['revision']}"
         row["content"] = seal.open(_TABLE, row_id, memory_id, "content", row["content"])
-    return rows
+    return [VersionRow.of(row) for row in rows]

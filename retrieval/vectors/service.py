@@ -269,26 +269,26 @@ class EmbeddingService:
         if not self.available or self.embedder is None:
             return _none
         normal_text = text if normal else normalise_content(text)
-        key = capped(normal_text, self.query_chars)
+        capped_text = capped(normal_text, self.query_chars)
         with self._lock:
             self._queries += 1
-            self._capped += key != normal_text
-            cached = self._cache.get(key)
+            self._capped += capped_text != normal_text
+            cached = self._cache.get(capped_text)
             if cached is not None:
-                self._cache.move_to_end(key)
+                self._cache.move_to_end(capped_text)
                 self._hits += 1
                 return lambda: cached
         embedder = self.embedder
 
         def embed() -> Vectors:  # on the queue's thread, recorded before the caller hears
             try:
-                vector = embedder.query(key)
+                vector = embedder.query(capped_text)
             except Exception as error:
                 self._failed(error)
                 raise
             self._succeeded()
             self.dimension = int(vector.shape[-1])
-            self._remember(key, vector)
+            self._remember(capped_text, vector)
             return vector
 
         try:
@@ -326,10 +326,10 @@ class EmbeddingService:
             return self.query_budget
         return max(0.0, left if self.query_budget is None else min(self.query_budget, left))
 
-    def _remember(self, key: str, vector: Vectors) -> None:
+    def _remember(self, cache_key: str, vector: Vectors) -> None:
         if self._cache_size:
             with self._lock:
-                self._cache[key] = vector
+                self._cache[cache_key] = vector
                 while len(self._cache) > self._cache_size:
                     self._cache.popitem(last=False)
 

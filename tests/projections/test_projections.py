@@ -100,7 +100,8 @@ def test_projections_follow_the_ledger_and_forget_what_is_forgotten(
     assert active[ids["alice1"]][9] == "suppressed"
     assert active[ids["alice0"]][10] == 4
     reads = Reads(worker.pool, pg_schema)  # key and content are stored sealed
-    assert reads.memory("alice", ids["alice0"])["content"] == f"alice fact 0 {marker}"  # type: ignore[index]
+    opened = reads.memory("alice", ids["alice0"])
+    assert opened is not None and opened.content == f"alice fact 0 {marker}"
     assert f"alice fact 0 {marker}" not in repr(rows)
     assert [r[1] for r in rows["memory_versions"] if r[0] == ids["alice0"]] == [1, 2, 3, 4]
     assert {r[0] for r in rows["tombstones"]} == {ids["alice2"], ids["alice3"]}

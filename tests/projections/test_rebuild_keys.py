@@ -42,8 +42,8 @@ def test_after_a_rebuild_with_another_ledger_the_worker_seals_with_its_own_keys(
     after = create(ledger, "after")
     worker.catch_up()  # seals the new row with the worker's keys, not the closed ones
     rows = Reads(worker.pool, pg_schema).memories("alice").items
-    (row,) = [r for r in rows if r["memory_id"] == after]
-    assert row["content"] == "about after"
+    (row,) = [r for r in rows if r.memory_id == after]
+    assert row.content == "about after"
 
 
 def test_a_rebuild_loads_the_keys_of_a_batchs_users_with_the_batch(

@@ -81,8 +81,7 @@ def test_the_narrow_fetch_ranks_as_the_full_pool_does(
     now = ledger.clock()
     scopes = visible_scopes("learning")
     everything = [
-        SearchRow.from_row(r)
-        for r in reads.retrievable_memories("alice", scopes, now=now, limit=10_000)
+        SearchRow.of(r) for r in reads.retrievable_memories("alice", scopes, now=now, limit=10_000)
     ]
     for query in (
         "tea",

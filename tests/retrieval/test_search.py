@@ -326,10 +326,11 @@ def test_the_query_fetches_active_unexpired_memories_of_the_visible_scopes(
 
     rows = reads.retrievable_memories("alice", visible_scopes("learning"), now=clock.now)
 
-    assert {r["memory_id"] for r in rows} == wanted
+    assert {r.memory_id for r in rows} == wanted
     assert reads.forgotten_scope("alice", forgotten) == learning
     assert reads.forgotten_scope("bob", forgotten) is None
-    assert reads.memory_by_key("alice", learning, "l")["memory_id"] in wanted  # type: ignore[index]
+    by_key = reads.memory_by_key("alice", learning, "l")
+    assert by_key is not None and by_key.memory_id in wanted
     assert reads.memory_by_key("alice", Scope.global_(), "l") is None
 
 
@@ -342,7 +343,7 @@ def test_search_over_the_projection_forgets_with_the_memory(
     def hits() -> list[UUID]:
         rows = reads.retrievable_memories("alice", visible_scopes("research"), now=clock.now)
         result = search(
-            [SearchRow.from_row(r) for r in rows], "python", workspace="research", now=clock.now
+            [SearchRow.of(r) for r in rows], "python", workspace="research", now=clock.now
         )
         return [item.row.memory_id for item in result.items]
 

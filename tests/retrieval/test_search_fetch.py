@@ -86,8 +86,7 @@ def test_the_staged_fetch_answers_as_the_full_pool(
     now = clock.now
     scopes = visible_scopes(workspace)
     everything = [
-        SearchRow.from_row(r)
-        for r in reads.retrievable_memories("alice", scopes, now=now, limit=10_000)
+        SearchRow.of(r) for r in reads.retrievable_memories("alice", scopes, now=now, limit=10_000)
     ]
     for query in QUERIES:
         for category, limit in ((None, 1), (None, 5), (None, 20), ("goal", 3), ("fact", 5)):
