@@ -76,18 +76,21 @@ class OwnerSearch:
         seal = reads.t.seal
         terms = list(query.terms)
         hashes = dict(zip(term_hashes(seal, user_id)(terms), terms, strict=True))
+        # the query is embedded while the user's rows are read
+        vector = self.vectors.embed(query, user_id) if self.vectors is not None else None
         rows = open_search_rows(owner_rows(reads, user_id, filters), seal, hashes)
         if query.phrase:  # every judgement of a row tests the phrase: normalise it once
             for row in rows:
                 row["normal"] = normalise_content(row["content"])
         ranker = FusedRanker({})
-        if self.vectors is not None and rows:
+        if self.vectors is not None and vector is not None and rows:
             scopes = owner_scopes(filters.get("scope_type"), filters.get("workspace_type"))
             dense = self.vectors.find(
                 reads,
                 user_id,
                 scopes,
                 query,
+                vector,
                 now=now,
                 category=filters.get("category"),
                 lexical_revisions={r["memory_id"]: r["revision"] for r in rows},

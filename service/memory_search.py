@@ -13,7 +13,7 @@ import base64
 import json
 import logging
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
 from uuid import UUID
 
 from domain.context import current_request_id

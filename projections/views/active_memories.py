@@ -223,9 +223,7 @@ def memory_by_key(src: ReadSource, user_id: str, scope: Scope, memory_key: str) 
     return rows[0] if rows else None
 
 
-def memories_by_id(
-    src: ReadSource, user_id: str, memory_ids: Sequence[UUID]
-) -> list[MemoryRow]:
+def memories_by_id(src: ReadSource, user_id: str, memory_ids: Sequence[UUID]) -> list[MemoryRow]:
     """The user's live memories among `memory_ids`, in no particular order."""
     if not memory_ids:
         return []
