@@ -195,4 +195,7 @@ def test_a_hybrid_search_crosses_the_documented_files(
     files = _request_files(searched)
     assert files >= HYBRID_SEARCH, sorted(HYBRID_SEARCH - files)
     assert not files & KEY_FETCH, sorted(files & KEY_FETCH)
-    assert _request_files(fetched) - files == KEY_FETCH, sorted(_request_files(fetched) - files)
+    # The second search may also read vectors the embeddings worker wrote after the first one
+    # (the cached matrix is refreshed row by row, through the embeddings view).
+    added = _request_files(fetched) - files - {"projections/views/embeddings.py"}
+    assert added == KEY_FETCH, sorted(added)

@@ -63,6 +63,7 @@ async function forget(ctx, main, view) {
 }
 
 export function renderTombstone(ctx, main, error, key) {
+  ctx.refresher = null; // a tombstone never changes: the change feed's memory.deleted must not redraw it
   mount(main,
     backToList(ctx),
     h("h2", { tabindex: "-1", class: "tombstone-title" }, t("tombstone.heading")),
