@@ -197,6 +197,7 @@ OPERATION_EXAMPLES: Final[dict[str, dict[str, Any]]] = {
     },
     "listTools": {"application/json": [SCHEMA_EXAMPLES["ToolSpec"]]},
     "getHealth": {"application/json": {"status": "ok"}},
+    "listMemories": {"application/json": SCHEMA_EXAMPLES["MemorySearchPage"]},
     "listChanges": {
         "text/event-stream": (
             ": ping - 2026-06-01 12:10:00+00:00\r\n\r\n"

@@ -11,7 +11,6 @@ from uuid import UUID
 from fastapi import APIRouter, Path, Query, Request, Response, status
 
 from api.deps import CurrentIdentity, MinPosition, ServicesDep
-from api.openapi_examples import SCHEMA_EXAMPLES
 from api.schemas.memories import (
     Category,
     MemoryCreate,
@@ -47,18 +46,8 @@ _LOCATION = {
     response_model=MemoryPage | MemorySearchPage,
     responses={
         200: {
-            "description": "a page of memories; with `q`, by relevance",
-            "content": {
-                "application/json": {
-                    "examples": {
-                        "list": {"value": SCHEMA_EXAMPLES["MemoryPage"]},
-                        "search": {
-                            "summary": "with q: each memory with its relevance",
-                            "value": SCHEMA_EXAMPLES["MemorySearchPage"],
-                        },
-                    }
-                }
-            },
+            "description": "a page of memories (`MemoryPage`); with `q`, by relevance"
+            " (`MemorySearchPage`, the example)",
         }
     },
 )
