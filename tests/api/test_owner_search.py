@@ -25,9 +25,12 @@ Auth = Callable[..., dict[str, str]]
 BASE = "/me/core-memories"
 
 
-@pytest.fixture(autouse=True)
-def audited(services: Services, ledger: MemoryLedger) -> Iterator[Services]:
-    """The services with an access log, as `serve` builds them."""
+@pytest.fixture
+def services(services: Services, ledger: MemoryLedger) -> Iterator[Services]:
+    """The services with an access log, as `serve` builds them (the `client` fixture's).
+
+    Not autouse: it starts the conftest's worker, whose embeddings projection has no embedder;
+    a test that builds a worker of its own over the same schema must not race it."""
     services.access_log = AccessLog(ledger, interval=0.01)
     yield services
     services.access_log.close()
