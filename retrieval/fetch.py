@@ -26,7 +26,7 @@ The fetch reads the query as the ranker does (`Query`, `document_terms` of its p
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from functools import lru_cache
 from itertools import combinations
@@ -44,7 +44,7 @@ from projections.views.search_terms import open_search_rows, term_hashes
 from retrieval.fetch_sql import KEY, PHRASE, REST, Stage, Statements, statements
 from retrieval.query import MAX_LIMIT, MIN_MATCHED, Query, SearchRow, judge
 
-__all__ = ["SLACK", "fetch_rows", "levels"]
+__all__ = ["SLACK", "fetch_rows", "levels", "opened_rows"]
 
 SLACK: Final = 2
 """Rows fetched beyond `limit` per top stream at first, so a false stand-in costs no refetch."""
@@ -125,6 +125,18 @@ def _table(schema: str) -> str:
     return Tables(schema)["search_terms"].as_string(None)
 
 
+def opened_rows(
+    rows: list[dict[str, Any]], seal: RowSeal, query_hashes: Mapping[int, str], query: Query
+) -> list[dict[str, Any]]:
+    """search_terms rows opened for ranking `query` (`open_search_rows`); with a phrase, each
+    row's content normalised once, since every judgement of a row tests the phrase."""
+    found = open_search_rows(rows, seal, query_hashes)
+    if query.phrase:
+        for row in found:
+            row["normal"] = normalise_content(row["content"])
+    return found
+
+
 def _fetch(
     cur: Cursor[dict[str, Any]],
     table: str,
@@ -164,13 +176,8 @@ def _fetch(
     query_hashes = dict(zip(params["all"], q.terms, strict=True))
 
     def run(statement: bytes, **limits: int) -> list[dict[str, Any]]:
-        found = open_search_rows(
-            cur.execute(statement, params | limits, prepare=PREPARE).fetchall(), seal, query_hashes
-        )
-        if q.phrase:  # every judgement of a row tests the phrase: normalise its content once
-            for row in found:
-                row["normal"] = normalise_content(row["content"])
-        return found
+        fetched = cur.execute(statement, params | limits, prepare=PREPARE).fetchall()
+        return opened_rows(fetched, seal, query_hashes, q)
 
     if q.terms:
         streams = [PHRASE] if phrase_terms == frozenset(q.terms) else [PHRASE, REST]

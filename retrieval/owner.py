@@ -22,9 +22,10 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Final
 
-from domain.model.values import WORKSPACES, Scope, normalise_content
+from domain.model.values import WORKSPACES, Scope
 from projections.reads import Reads
-from projections.views.search_terms import open_search_rows, owner_rows, term_hashes
+from projections.views.search_terms import owner_rows, term_hashes
+from retrieval.fetch import opened_rows
 from retrieval.fusion import FusedRanker
 from retrieval.query import Query, Scored, SearchRow
 from retrieval.rerank import Reranked, Reranker
@@ -78,10 +79,7 @@ class OwnerSearch:
         hashes = dict(zip(term_hashes(seal, user_id)(terms), terms, strict=True))
         # the query is embedded while the user's rows are read
         vector = self.vectors.embed(query, user_id) if self.vectors is not None else None
-        rows = open_search_rows(owner_rows(reads, user_id, filters), seal, hashes)
-        if query.phrase:  # every judgement of a row tests the phrase: normalise it once
-            for row in rows:
-                row["normal"] = normalise_content(row["content"])
+        rows = opened_rows(owner_rows(reads, user_id, filters), seal, hashes, query)
         ranker = FusedRanker({})
         if self.vectors is not None and vector is not None and rows:
             scopes = owner_scopes(filters.get("scope_type"), filters.get("workspace_type"))
