@@ -19,6 +19,7 @@ from psycopg_pool import ConnectionPool
 
 from domain.ledger.results import CandidateState, MemoryRow
 from domain.model.values import Scope
+from projections.cursors import InvalidCursor
 from projections.rows import VersionRow
 from projections.tracking import Tables
 from projections.views import (
@@ -30,7 +31,7 @@ from projections.views import (
     tombstones,
     user_revisions,
 )
-from projections.views.active_memories import InvalidCursor, Page, PageQuery
+from projections.views.active_memories import Page, PageQuery
 
 __all__ = ["InvalidCursor", "Page", "PageQuery", "Reads"]
 

@@ -15,14 +15,13 @@ its positions otherwise and refuse (422) the cursors of this version it can no l
 
 from __future__ import annotations
 
-import base64
-import json
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Final
+from typing import Any, Final
 from uuid import UUID
 
-from projections.reads import InvalidCursor, Reads
+from projections import cursors
+from projections.reads import Reads
 from projections.views.audit_log import AuditLog
 from service.caller import Identity
 from service.ports import Ports
@@ -105,18 +104,17 @@ def _read(reads: Reads, caller: Identity, after: str, limit: int) -> ChangePage:
 
 def decode_cursor(cursor: str) -> int:
     """The ledger position a cursor of this feed names; InvalidCursor (422) for any other."""
-    try:
-        padded = cursor + "=" * (-len(cursor) % 4)
-        tag, position = json.loads(base64.urlsafe_b64decode(padded))
+
+    def parse(values: list[Any]) -> int:
+        tag, position = values
         if tag != _TAG or not isinstance(position, int) or isinstance(position, bool):
             raise ValueError(cursor)
         if position < 0:
             raise ValueError(cursor)
         return position
-    except (ValueError, TypeError) as error:
-        raise InvalidCursor("cursor is not one this API returned") from error
+
+    return cursors.decode(cursor, parse)
 
 
 def _encode(position: int) -> str:
-    raw = json.dumps([_TAG, position], separators=(",", ":")).encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+    return cursors.encode(_TAG, position)

@@ -9,16 +9,14 @@ ranking. Recorded for audit like any read of the management API (`memory.read`, 
 
 from __future__ import annotations
 
-import base64
-import json
 import logging
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 from uuid import UUID
 
 from domain.context import current_request_id
 from domain.ledger.results import MemoryRow
-from projections.reads import InvalidCursor
+from projections import cursors
 from projections.views.active_memories import ActiveMemories
 from projections.views.search_terms import SearchTerms
 from retrieval.query import Scored
@@ -113,16 +111,14 @@ def _after(ranked: list[Scored], after: tuple[float, UUID] | None) -> list[Score
 
 
 def _encode(score: float, memory_id: UUID) -> str:
-    raw = json.dumps([_TAG, score, str(memory_id)]).encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+    return cursors.encode(_TAG, score, str(memory_id))
 
 
 def _decode(cursor: str) -> tuple[float, UUID]:
-    try:
-        padded = cursor + "=" * (-len(cursor) % 4)
-        tag, score, memory_id = json.loads(base64.urlsafe_b64decode(padded))
+    def parse(values: list[Any]) -> tuple[float, UUID]:
+        tag, score, memory_id = values
         if tag != _TAG or not isinstance(score, float | int):
             raise ValueError(cursor)
         return float(score), UUID(memory_id)
-    except (ValueError, TypeError) as error:
-        raise InvalidCursor("cursor is not one this API returned") from error
+
+    return cursors.decode(cursor, parse)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import base64
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -15,6 +13,7 @@ from psycopg.sql import SQL, Composed
 
 from domain.ledger.results import MemoryRow
 from domain.model.values import Scope
+from projections import cursors
 from projections.base import Projection
 from projections.envelope import Envelope
 from projections.rows import row_of
@@ -31,7 +30,6 @@ from projections.views._rows import Column, ReadSource
 __all__ = [
     "COLUMNS",
     "ActiveMemories",
-    "InvalidCursor",
     "Page",
     "PageQuery",
     "expired_count",
@@ -79,10 +77,6 @@ def _all(src: ReadSource, query: Composed, params: tuple[Any, ...]) -> list[Memo
     return [row_of(MemoryRow, row) for row in rows]
 
 
-class InvalidCursor(ValueError):
-    """A pagination cursor that this API did not hand out."""
-
-
 @dataclass(frozen=True, slots=True)
 class Page:
     """A page of rows and the cursor of the next page (None when done)."""
@@ -92,17 +86,15 @@ class Page:
 
 
 def _encode_cursor(created_at: datetime, memory_id: UUID) -> str:
-    raw = json.dumps([created_at.isoformat(), str(memory_id)]).encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+    return cursors.encode(created_at.isoformat(), str(memory_id))
 
 
 def _decode_cursor(cursor: str) -> tuple[datetime, UUID]:
-    try:
-        padded = cursor + "=" * (-len(cursor) % 4)
-        created_at, memory_id = json.loads(base64.urlsafe_b64decode(padded))
+    def parse(values: list[Any]) -> tuple[datetime, UUID]:
+        created_at, memory_id = values
         return datetime.fromisoformat(created_at), UUID(memory_id)
-    except (ValueError, TypeError) as error:
-        raise InvalidCursor("cursor is not one this API returned") from error
+
+    return cursors.decode(cursor, parse)
 
 
 def memory(src: ReadSource, user_id: str, memory_id: UUID) -> MemoryRow | None:
