@@ -28,7 +28,8 @@ from psycopg.sql import SQL
 
 from projections.base import Projection
 from projections.envelope import Envelope
-from projections.quarantine import apply_each, failure
+from projections.failures import failure
+from projections.quarantine import apply_each
 from projections.tracking import Tables, locked_position, set_position
 
 __all__ = ["Applied", "SetAside", "Verdict", "apply_batch", "set_aside"]

@@ -14,6 +14,7 @@ from eventsourcing.persistence import Notification
 
 from domain.ledger.keystore import user_key_id
 from domain.ledger.sealing import SealingMapper
+from projections.failures import failure
 
 __all__ = ["Envelope", "EventKinds", "decode_batch", "event_id"]
 
@@ -104,7 +105,9 @@ def decode_batch(
 
     An event whose topic this version of the code does not know (written by a newer release)
     or that cannot be decoded is passed on with `event=None`: projections skip it, audit
-    records it, and nothing stops.
+    records it, and nothing stops. An outage while decoding (a data key that could not be
+    fetched: `projections.failures` calls it transient) is raised instead: the batch is read
+    again later, no event of it skipped for good.
     """
     sealed = [n.originator_id for n in notifications if bytes(n.state[:4]) == b"MLS1"]
     if fresh:
@@ -118,6 +121,8 @@ def decode_batch(
         try:
             event = mapper.to_domain_event(note)
         except Exception as error:
+            if failure(error) == "transient":
+                raise
             _log.warning(
                 "ledger event %s at position %s is unreadable here: %s",
                 note.topic,

@@ -3,16 +3,9 @@
 When a batch fails on an event (a value the database refuses, a handler that raises), the
 batch is applied again one event at a time (`apply_each`), and each event that fails is
 recorded in the quarantine table instead, inside the same transaction as the rows and the
-position. What fails is classified by `failure`:
-
-- `transient`: the database or the network is unwell (connection lost, serialization
-  failure, deadlock, lock or statement timeout, shutdown, out of resources), also when it
-  surfaces through the ledger (fetching a data key: the library's OperationalError, or
-  LedgerUnavailable). Raised: the batch is retried whole later; nothing is quarantined.
-- `event`: this event cannot be applied (a data exception or integrity violation, or any
-  exception of the projection's own code). Quarantined.
-- `broken`: the projection itself cannot run (a missing table or column, an internal error).
-  Raised: it would fail every event alike, so none is quarantined.
+position. What fails is classified by `projections.failures.failure`: a transient failure is
+raised (the batch is retried whole later), an event that cannot be applied is quarantined, a
+broken projection is raised.
 
 A quarantine row names the projection, the position, the event's aggregate, version and
 topic, and the error's class and SQLSTATE: never the event's content or the error's message
@@ -25,22 +18,17 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Final, Literal
+from typing import Any, Final
 from uuid import UUID
 
 import psycopg
-from eventsourcing.persistence import DataError as LibraryDataError
-from eventsourcing.persistence import IntegrityError as LibraryIntegrityError
-from eventsourcing.persistence import InterfaceError as LibraryInterfaceError
-from eventsourcing.persistence import OperationalError as LibraryOperationalError
-from eventsourcing.persistence import PersistenceError
 from psycopg import Connection, Cursor
 from psycopg.rows import dict_row
 from psycopg.sql import SQL, Composed
 
-from domain.errors import LedgerUnavailable
 from projections.base import Projection
 from projections.envelope import Envelope
+from projections.failures import failure
 from projections.tracking import Tables
 
 __all__ = [
@@ -50,20 +38,12 @@ __all__ = [
     "apply_isolated",
     "copy_quarantine",
     "create_quarantine",
-    "failure",
     "quarantine_counts",
     "quarantined",
 ]
 
 QUARANTINE: Final = "projection_quarantine"
 _log = logging.getLogger(__name__)
-
-# SQLSTATE classes (the first two characters) of each kind of failure; psycopg maps most
-# transient ones to OperationalError, but classifying the code too covers the rest.
-_TRANSIENT_CLASSES: Final = frozenset({"08", "40", "53", "55", "57", "58"})
-_EVENT_CLASSES: Final = frozenset({"22", "23"})
-
-Failure = Literal["transient", "event", "broken"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,32 +76,6 @@ def create_quarantine(t: Tables) -> list[Composed]:
             " PRIMARY KEY (projection, position))"
         ).format(t[QUARANTINE])
     ]
-
-
-def failure(error: BaseException, conn: Connection[Any] | None = None) -> Failure:
-    """What kind of failure `error` is (see the module docstring)."""
-    if conn is not None and (conn.closed or conn.broken):
-        return "transient"
-    if isinstance(error, LedgerUnavailable):  # e.g. a data key that could not be fetched
-        return "transient"
-    if isinstance(error, PersistenceError):  # the ledger's errors (fetching data keys)
-        if isinstance(error.__cause__, psycopg.Error):
-            return failure(error.__cause__)
-        if isinstance(error, LibraryOperationalError | LibraryInterfaceError):
-            return "transient"
-        return "event" if isinstance(error, LibraryDataError | LibraryIntegrityError) else "broken"
-    if isinstance(error, psycopg.Error):
-        code = error.sqlstate or ""
-        if isinstance(error, psycopg.OperationalError | psycopg.InterfaceError):
-            return "transient"
-        if code[:2] in _TRANSIENT_CLASSES:
-            return "transient"
-        if isinstance(error, psycopg.DataError | psycopg.IntegrityError):
-            return "event"
-        return "event" if code[:2] in _EVENT_CLASSES else "broken"
-    if isinstance(error, OSError | MemoryError):  # a network call, or this process, unwell
-        return "transient"
-    return "event"
 
 
 def apply_isolated(

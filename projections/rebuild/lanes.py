@@ -23,7 +23,8 @@ from psycopg.sql import SQL, Composed
 from domain.ledger.sealing import SealingMapper
 from projections.base import Projection
 from projections.envelope import Envelope
-from projections.quarantine import apply_isolated, failure
+from projections.failures import failure
+from projections.quarantine import apply_isolated
 from projections.rebuild.reading import AHEAD, Read, ReadAhead
 from projections.tracking import Tables
 

@@ -25,7 +25,8 @@ from domain.errors import LedgerUnavailable, MasterKeyMissing
 from domain.ledger.ledger import MemoryLedger
 from domain.model.values import Scope
 from projections.base import Projection
-from projections.quarantine import QUARANTINE, failure, quarantined
+from projections.failures import failure
+from projections.quarantine import QUARANTINE, quarantined
 from projections.rebuild import rebuild
 from projections.registry import all_projections, main_projections
 from projections.tracking import Tables
