@@ -80,7 +80,8 @@ def apply_batch(
     lock_timeouts: Mapping[str, float] | None = None,
     committed: Callable[[Projection], None] | None = None,
 ) -> Applied:
-    """Apply the events each projection has not seen, and its new position, exactly once:
+    """Apply the events each projection has not seen, and its new position, exactly once
+    (`batch`: events of one partition, in order, at least one):
     each projection in a transaction of its own, in the order given, its tracking row locked
     first (a concurrent runner waits, then skips what this one applied).
 
@@ -135,14 +136,15 @@ def _advance(
     with conn.transaction(), conn.cursor() as cur:
         if settings is not None:
             cur.execute(*settings)
-        position = locked_position(cur, t, projection.name)
-        pending = [e for e in batch if e.position > position]
+        partition = batch[0].partition
+        position = locked_position(cur, t, projection.name, partition)
+        pending = [e for e in batch if e.local > position]
         if pending:
             if one_by_one:
                 apply_each(conn, cur, projection, t, pending)
             else:
                 projection.apply(cur, t, pending)
-            set_position(cur, t, projection.name, pending[-1].position)
+            set_position(cur, t, projection.name, partition, pending[-1].local)
 
 
 class SetAside:

@@ -13,6 +13,7 @@ from uuid import NAMESPACE_URL, UUID, SafeUUID, uuid5
 from eventsourcing.persistence import Notification
 
 from domain.ledger.keystore import user_key_id
+from domain.ledger.positions import local_of, partition_of
 from domain.ledger.sealing import SealingMapper
 from projections.failures import failure
 
@@ -63,13 +64,24 @@ class EventKinds(Generic[_K]):
 
 @dataclass(frozen=True, slots=True)
 class Envelope:
-    """One ledger event at its position; `event` is None when its type is unknown here."""
+    """One ledger event at its position (domain/ledger/positions.py: partition and position
+    within it, in one integer); `event` is None when its type is unknown here."""
 
     position: int
     originator_id: UUID
     version: int
     topic: str
     event: Any
+
+    @property
+    def partition(self) -> int:
+        """The ledger partition the event is in."""
+        return partition_of(self.position)
+
+    @property
+    def local(self) -> int:
+        """The event's position within its partition."""
+        return local_of(self.position)
 
     @property
     def timestamp(self) -> datetime | None:

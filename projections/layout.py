@@ -18,7 +18,7 @@ from psycopg import Connection
 from psycopg.sql import SQL
 
 from projections.base import Projection
-from projections.tracking import Tables, set_position
+from projections.tracking import Tables, reset_positions
 
 __all__ = ["reset", "stale"]
 
@@ -82,4 +82,4 @@ def reset(conn: Connection[Any], projections: Sequence[Projection], live: Tables
         for projection in projections:
             for name in projection.tables:
                 cur.execute(SQL("DROP TABLE IF EXISTS {}").format(live[name]))
-            set_position(cur, live, projection.name, 0)
+            reset_positions(cur, live, projection.name)

@@ -1,4 +1,7 @@
-"""Where each projection stands in the ledger, kept in the same transaction as its rows."""
+"""Where each projection stands in each ledger partition, kept in the same transaction as its
+rows: one row per (projection, partition), holding the partition's own position (see
+domain/ledger/positions.py), so each partition's events are applied exactly once per
+projection, whichever worker applies them."""
 
 from __future__ import annotations
 
@@ -19,6 +22,7 @@ __all__ = [
     "lock_key",
     "locked_position",
     "read_positions",
+    "reset_positions",
     "set_lock_timeout",
     "set_position",
 ]
@@ -61,7 +65,9 @@ class Tables:
         )
 
 
-TRACKING = "projection_positions"
+TRACKING = "projection_tracking"
+LEGACY_TRACKING = "projection_positions"
+"""The tracking table before partitions: one global position per projection (upgrade only)."""
 
 
 def create_tracking(t: Tables) -> list[Composed]:
@@ -69,9 +75,11 @@ def create_tracking(t: Tables) -> list[Composed]:
     return [
         SQL(
             "CREATE TABLE IF NOT EXISTS {} ("
-            " projection text PRIMARY KEY,"
+            " projection text NOT NULL,"
+            " partition int NOT NULL,"
             " position bigint NOT NULL,"
-            " updated_at timestamptz NOT NULL DEFAULT now())"
+            " updated_at timestamptz NOT NULL DEFAULT now(),"
+            " PRIMARY KEY (projection, partition))"
         ).format(t[TRACKING])
     ]
 
@@ -89,34 +97,47 @@ def set_lock_timeout(conn: Connection[Any], seconds: float) -> None:
     )
 
 
-def read_positions(conn: Connection[Any], t: Tables) -> dict[str, int]:
-    """Every projection's position (missing: never ran)."""
-    rows = conn.execute(SQL("SELECT projection, position FROM {}").format(t[TRACKING])).fetchall()
-    return {row[0]: row[1] for row in rows}
+def read_positions(conn: Connection[Any], t: Tables) -> dict[tuple[str, int], int]:
+    """Every (projection, partition)'s position within the partition (missing: 0)."""
+    rows = conn.execute(
+        SQL("SELECT projection, partition, position FROM {}").format(t[TRACKING])
+    ).fetchall()
+    return {(row[0], row[1]): row[2] for row in rows}
 
 
-def locked_position(cur: Cursor[Any], t: Tables, name: str) -> int:
-    """The projection's position, its tracking row locked until the transaction ends."""
+def locked_position(cur: Cursor[Any], t: Tables, name: str, partition: int) -> int:
+    """The projection's position in the partition, its tracking row locked until the
+    transaction ends."""
     cur.execute(
-        SQL("INSERT INTO {} (projection, position) VALUES (%s, 0) ON CONFLICT DO NOTHING").format(
-            t[TRACKING]
-        ),
-        (name,),
+        SQL(
+            "INSERT INTO {} (projection, partition, position) VALUES (%s, %s, 0)"
+            " ON CONFLICT DO NOTHING"
+        ).format(t[TRACKING]),
+        (name, partition),
     )
     cur.execute(
-        SQL("SELECT position FROM {} WHERE projection = %s FOR UPDATE").format(t[TRACKING]),
-        (name,),
+        SQL("SELECT position FROM {} WHERE projection = %s AND partition = %s FOR UPDATE").format(
+            t[TRACKING]
+        ),
+        (name, partition),
     )
     row = cur.fetchone()
     assert row is not None
     return int(row[0])
 
 
-def set_position(cur: Cursor[Any], t: Tables, name: str, position: int) -> None:
-    """Advance the projection's position (inside the transaction that applied the events)."""
+def set_position(cur: Cursor[Any], t: Tables, name: str, partition: int, position: int) -> None:
+    """Advance the projection's position in the partition (inside the transaction that
+    applied the events; its row was locked by `locked_position`)."""
     cur.execute(
-        SQL("UPDATE {} SET position = %s, updated_at = now() WHERE projection = %s").format(
-            t[TRACKING]
-        ),
-        (position, name),
+        SQL(
+            "UPDATE {} SET position = %s, updated_at = now()"
+            " WHERE projection = %s AND partition = %s"
+        ).format(t[TRACKING]),
+        (position, name, partition),
     )
+
+
+def reset_positions(cur: Cursor[Any], t: Tables, name: str) -> None:
+    """Put the projection back before the first event of every partition."""
+    cur.execute(SQL("DELETE FROM {} WHERE projection = %s").format(t[TRACKING]), (name,))

@@ -14,6 +14,7 @@ from psycopg.sql import SQL, Identifier
 from psycopg_pool import ConnectionPool
 
 from domain.ledger.ledger import MemoryLedger
+from domain.ledger.positions import local_of, partition_of
 from projections.applying import SetAside, apply_batch, set_aside
 from projections.base import Projection
 from projections.envelope import Envelope, decode_batch
@@ -100,26 +101,32 @@ class ProjectionWorker:
         self._aside = SetAside(held_cap=max_restart_wait, failed_cap=max_backoff)
         # The position up to which this worker committed each projection: what the tracking
         # table holds at least (only a later batch, or another process, moves it further).
-        self._committed: dict[str, int] = {}
+        self._committed: dict[tuple[str, int], int] = {}
 
     # -- catching up -------------------------------------------------------------------------
 
-    def positions(self, pool: ConnectionPool[Any] | None = None) -> dict[str, int]:
-        """Each projection's position (0 before its first batch), read through `pool` (the
-        worker's own by default)."""
+    def positions(self, pool: ConnectionPool[Any] | None = None) -> dict[tuple[str, int], int]:
+        """Each (projection, partition)'s position within the partition (missing: 0), read
+        through `pool` (the worker's own by default)."""
+        names = {p.name for p in self.projections}
         with (pool or self.pool).connection() as conn:
             stored = read_positions(conn, self.tables)
-        return {p.name: stored.get(p.name, 0) for p in self.projections}
+        return {key: position for key, position in stored.items() if key[0] in names}
 
     def status(self) -> list[ProjectionStatus]:
-        """Position and lag of every projection (0 where nothing was ever projected, its tables
-        not even made yet: status creates nothing)."""
-        head = self.ledger.position()
+        """How many of the ledger's events each projection applied, and how many there are
+        (its partitions added up; 0 where nothing was ever projected, its tables not even
+        made yet: status creates nothing)."""
+        heads = self.ledger.recorder.heads()  # type: ignore[attr-defined]
         try:
             positions = self.positions(self.status_pool)
         except psycopg.errors.UndefinedTable:
-            positions = {p.name: 0 for p in self.projections}
-        return [ProjectionStatus(n, pos, head) for n, pos in positions.items()]
+            positions = {}
+        head = sum(heads.values())
+        return [
+            ProjectionStatus(p.name, sum(positions.get((p.name, part), 0) for part in heads), head)
+            for p in self.projections
+        ]
 
     def quarantined(self) -> dict[str, int]:
         """How many events each of its projections has quarantined (0: none)."""
@@ -135,22 +142,39 @@ class ProjectionWorker:
         `interruptible` (the live loop) stops between batches once stop() was called.
         """
         runnable = [p for p in (owned or self.projections) if self._may_run(p.name)]
+        recorder = self.ledger.recorder
         read = 0
         while runnable and not (interruptible and self._stop.is_set()):
+            heads: dict[int, int] = recorder.heads()  # type: ignore[attr-defined]
             positions = self.positions()
-            start = min(positions[p.name] for p in runnable) + 1
-            notes = self.ledger.recorder.select_notifications(start, self.batch_size)
-            if not notes:
+            progressed = False
+            for partition, head in heads.items():
+                behind = [p for p in runnable if positions.get((p.name, partition), 0) < head]
+                if not behind:
+                    continue
+                start = min(positions.get((p.name, partition), 0) for p in behind)
+                notes = recorder.read_partition(  # type: ignore[attr-defined]
+                    partition, start, self.batch_size
+                )
+                if not notes:
+                    continue
+                batch = decode_batch(self.ledger.mapper, notes)
+                read += len(batch)
+                progressed = True
+                runnable = self._apply(runnable, batch, positions)
+                with self._progress:
+                    self._progress.notify_all()
+                if not runnable or (interruptible and self._stop.is_set()):
+                    break
+            if not progressed:
                 break
-            batch = decode_batch(self.ledger.mapper, notes)
-            read += len(batch)
-            runnable = self._apply(runnable, batch, positions)
-            with self._progress:
-                self._progress.notify_all()
         return read
 
     def _apply(
-        self, projections: list[Projection], batch: list[Envelope], positions: dict[str, int]
+        self,
+        projections: list[Projection],
+        batch: list[Envelope],
+        positions: dict[tuple[str, int], int],
     ) -> list[Projection]:
         """Apply a batch to the projections, each in its own transaction; returns those that
         are not set aside (those already past it included).
@@ -158,8 +182,8 @@ class ProjectionWorker:
         Those held back lately go last, with a short lock timeout. OperationalError (the
         database is unwell) propagates: the supervisor backs off and reconnects.
         """
-        last = batch[-1].position
-        behind = [p for p in projections if positions.get(p.name, 0) < last]
+        partition, last = batch[-1].partition, batch[-1].local
+        behind = [p for p in projections if positions.get((p.name, partition), 0) < last]
         held = self._aside.held
         behind.sort(key=lambda p: p.name in held)  # stable: the others in their order
         timeouts = {
@@ -168,7 +192,8 @@ class ProjectionWorker:
 
         def committed(projection: Projection) -> None:
             self._aside.done(projection.name)
-            self._committed[projection.name] = max(self._committed.get(projection.name, 0), last)
+            key = (projection.name, partition)
+            self._committed[key] = max(self._committed.get(key, 0), last)
             with self._progress:  # a read waiting for this projection alone goes on now
                 self._progress.notify_all()
 
@@ -309,11 +334,13 @@ class ProjectionWorker:
         self, position: int | None, timeout: float = 5.0, names: Sequence[str] | None = None
     ) -> bool:
         """Block until the projections named (default: all of this worker's) reached
-        `position` (a command's); False on timeout. Names it does not run are ignored."""
-        if not position:
+        `position` (a command's, in its partition: domain/ledger/positions.py); False on
+        timeout. Names it does not run are ignored."""
+        partition, local = partition_of(position or 0), local_of(position or 0)
+        if not local:
             return True
-        wanted = [p.name for p in self.projections if names is None or p.name in names]
-        if self._reached(wanted, position):
+        wanted = [(p.name, partition) for p in self.projections if names is None or p.name in names]
+        if self._reached(wanted, local):
             return True  # this process committed them that far: no query needed
         deadline = time.monotonic() + timeout
         poll, next_poll = 0.05, 0.0  # this process's commits wake it; others' are polled
@@ -321,7 +348,7 @@ class ProjectionWorker:
             now = time.monotonic()
             if now >= next_poll:
                 positions = self.positions(self.status_pool)
-                if min((positions[n] for n in wanted), default=position) >= position:
+                if min((positions.get(key, 0) for key in wanted), default=local) >= local:
                     return True
                 # Polled less often the longer it takes: many waiting requests must not keep
                 # the read pool (and the CPU) busy while the projections are held up.
@@ -330,9 +357,9 @@ class ProjectionWorker:
             if remaining <= 0:
                 return False
             with self._progress:  # each projection's commit wakes it: checked, no query
-                if self._reached(wanted, position):
+                if self._reached(wanted, local):
                     return True
                 self._progress.wait(min(remaining, next_poll - now))
 
-    def _reached(self, names: Sequence[str], position: int) -> bool:
-        return all(self._committed.get(name, 0) >= position for name in names)
+    def _reached(self, keys: Sequence[tuple[str, int]], local: int) -> bool:
+        return all(self._committed.get(key, 0) >= local for key in keys)

@@ -11,12 +11,13 @@ from collections.abc import Callable
 from datetime import datetime
 from uuid import UUID
 
-from eventsourcing.persistence import ApplicationRecorder
 from eventsourcing.utils import get_topic
 
 from domain.context import retrying
 from domain.errors import InvalidInput, NotFound
 from domain.ledger.candidates import REJECTION_MEMORY
+from domain.ledger.persistence.recorder import LedgerRecorder
+from domain.ledger.positions import local_of
 from domain.ledger.results import Outcome
 from domain.ledger.store import AggregateStore
 from domain.model.candidate import MemoryCandidate
@@ -42,7 +43,7 @@ class Forgetting:
     def __init__(
         self,
         store: AggregateStore,
-        recorder: ApplicationRecorder,
+        recorder: LedgerRecorder,
         clock: Callable[[], datetime],
     ) -> None:
         self.store = store
@@ -132,15 +133,17 @@ class Forgetting:
         """
         forgotten = get_topic(Memory.Forgotten)
         topics = shredding_topics()
-        destroyed, start = 0, 1
-        while notes := self.recorder.select_notifications(start, page, topics=topics):
-            memories = [UUID(str(n.originator_id)) for n in notes if n.topic == forgotten]
-            candidates = [UUID(str(n.originator_id)) for n in notes if n.topic != forgotten]
-            held = self.keys.count_held(memories + candidates)
-            if held:
-                self.store.save(shred_memories=memories, shred_keys=candidates)
-                destroyed += held
-            start = notes[-1].id + 1
+        destroyed = 0
+        for partition in range(self.recorder.partitions):
+            after = 0
+            while notes := self.recorder.read_partition(partition, after, page, topics=topics):
+                memories = [UUID(str(n.originator_id)) for n in notes if n.topic == forgotten]
+                candidates = [UUID(str(n.originator_id)) for n in notes if n.topic != forgotten]
+                held = self.keys.count_held(memories + candidates)
+                if held:
+                    self.store.save(shred_memories=memories, shred_keys=candidates)
+                    destroyed += held
+                after = local_of(notes[-1].id)
         if destroyed:
             self.keys.forget_all_cached()
         # Fingerprints of decided proposals outlive their decision by 30 days only.

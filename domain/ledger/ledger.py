@@ -73,7 +73,7 @@ class MemoryLedger(Application[UUID]):
         self.store = AggregateStore(self, self.keys, self.hashes, Lookups(self._datastore))
         self.memories = MemoryCommands(self.store, self.clock)
         self.candidates = CandidateCommands(self.memories, self.clock)
-        self.forgetting = Forgetting(self.store, self.recorder, self.clock)
+        self.forgetting = Forgetting(self.store, self.store.recorder(), self.clock)
         self.user_settings = SettingsCommands(self.store)
         self.access_log = AccessLog(self.store)
         self.rotation = KeyRotation(self._datastore, self.keys, self.keyring)
@@ -100,6 +100,8 @@ class MemoryLedger(Application[UUID]):
         self.change_settings = self.user_settings.change
         self.record_access = self.access_log.record
         self.position = self.store.position
+        self.recorded = self.store.recorded
+        self.partition = self.store.partition
 
     def follow_revocations(self, wait: float = 5.0) -> bool:
         """Drop from this process's key cache every key another process destroys, as its

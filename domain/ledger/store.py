@@ -19,6 +19,7 @@ from domain.ledger.persistence import recorder
 from domain.ledger.persistence.lookups import Lookups
 from domain.ledger.persistence.recorder import LedgerRecorder
 from domain.ledger.persistence.tables import NewDataKey
+from domain.ledger.positions import pack
 from domain.ledger.sealing import MissingDataKey
 from domain.model.candidate import MemoryCandidate
 from domain.model.memory import Memory
@@ -105,7 +106,7 @@ class AggregateStore:
     def owned(self, user_id: str) -> tuple[list[UUID], list[UUID]]:
         """Ids of every memory and candidate the user ever had, forgotten ones included, read
         from the ledger's events (not from keys, which a forget destroys)."""
-        recorder = self._recorder()
+        recorder = self.recorder()
         created, proposed = get_topic(Memory.Created), get_topic(MemoryCandidate.Proposed)
         found = recorder.originators(user_id, [created, proposed])
         return (
@@ -126,11 +127,12 @@ class AggregateStore:
         """Save aggregates and side-table rows atomically; returns the last position."""
         users = {a.user_id for a in aggregates if isinstance(a, _LOCKED)}
         locks = [self.hashes.lock(user) for user in users]
+        partitions = {a.id: self.partition(a.user_id) for a in aggregates}
         try:
             position = recorder.record(
                 self._application,
                 aggregates,
-                {"user_locks": locks, "new_keys": new_keys, **changes},
+                {"user_locks": locks, "partitions": partitions, "new_keys": new_keys, **changes},
             )
         except IntegrityError as error:
             self.keys.discard(new_keys)
@@ -158,19 +160,29 @@ class AggregateStore:
     def exclusive(self, user_id: str) -> Iterator[None]:
         """No other save of the user's memories, candidates or settings commits until the exit
         (they wait, `lock_timeout` at most); this thread's saves meanwhile go through."""
-        recorder = self._recorder()
+        recorder = self.recorder()
         try:
             with recorder.exclusive(self.hashes.lock(user_id)):
                 yield
         except PersistenceError as error:
             raise LedgerUnavailable(str(error)) from error
 
-    def position(self) -> int:
-        """The ledger's latest position (0 when empty)."""
-        with outage_unavailable():
-            return self._application.recorder.max_notification_id() or 0
+    def partition(self, user_id: str) -> int:
+        """The partition holding the user's aggregates (persistence/partitions.py)."""
+        return self.hashes.partition(user_id, self.recorder().partitions)
 
-    def _recorder(self) -> LedgerRecorder:
+    def position(self, user_id: str) -> int:
+        """The latest position of the user's partition (`pack(partition, 0)` when empty)."""
+        partition = self.partition(user_id)
+        with outage_unavailable():
+            return pack(partition, self.recorder().heads()[partition])
+
+    def recorded(self) -> int:
+        """How many events the ledger holds (its partitions' heads added up)."""
+        with outage_unavailable():
+            return sum(self.recorder().heads().values())
+
+    def recorder(self) -> LedgerRecorder:
         recorder = self._application.recorder
         assert isinstance(recorder, LedgerRecorder), "the ledger runs on its own recorder"
         return recorder

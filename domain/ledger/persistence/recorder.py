@@ -22,6 +22,7 @@ import psycopg
 from eventsourcing.application import Application
 from eventsourcing.persistence import (
     IntegrityError,
+    Notification,
     ProgrammingError,
     StoredEvent,
 )
@@ -29,6 +30,7 @@ from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastor
 from psycopg.sql import SQL, Composable, Identifier, Literal
 
 from domain.context import on_outage
+from domain.ledger.persistence import partitions as partitioning
 from domain.ledger.persistence import pipeline, reads
 from domain.ledger.persistence.pipeline import Statement, oid
 from domain.ledger.persistence.pool import persistence_error, pinned, with_connection
@@ -47,6 +49,7 @@ from domain.ledger.persistence.tables import (
     revocation_channel,
     table,
 )
+from domain.ledger.positions import pack
 
 __all__ = ["LedgerRecorder", "Transaction", "lost_claim", "record", "stale_key"]
 
@@ -138,26 +141,25 @@ class LedgerRecorder(PostgresApplicationRecorder):
         self._shred_user_prints = prepare(
             "DELETE FROM {} WHERE user_id = ANY($1)", "text[]", prints
         )
-        # LOCK TABLE ... IN EXCLUSIVE MODE, as the library does (see its _lock_table):
-        # notification ids must commit in the order they were issued, or a tailing reader
-        # could skip some. Then NOTIFY the projection worker. The library's SET LOCAL
-        # lock_timeout before it is not sent: the session has the timeout (see `factory`).
-        self._before_events = [
-            prepare(
-                "LOCK TABLE {}.{} IN EXCLUSIVE MODE",
-                "",
-                Identifier(datastore.schema),
-                Identifier(self.events_table_name),
-            ),
-            prepare("NOTIFY {}", "", Identifier(self.channel_name)),
-        ]
-        self._insert_event = prepare(
-            "INSERT INTO {}.{} (originator_id, originator_version, topic, state)"
-            " VALUES ($1, $2, $3, $4) RETURNING notification_id",
-            f"{datastore.originator_id_type} int8 text bytea",
-            Identifier(datastore.schema),
-            Identifier(self.events_table_name),
+        # The events: NOTIFY the projection workers (at commit), then each event at its
+        # partition's next position (persistence/partitions.py: the head row's lock orders a
+        # partition's commits, where the library locks the whole events table).
+        self._before_events = [prepare("NOTIFY {}", "", Identifier(self.channel_name))]
+        insert_event, types = partitioning.insert_event(
+            schema, self.events_table_name, datastore.originator_id_type
         )
+        self._insert_event = Statement(
+            render(insert_event), tuple(oid(name) for name in types.split())
+        )
+        self._sql_partition = render(partitioning.select_partition(schema, self.events_table_name))
+        self._sql_heads = render(partitioning.select_heads(schema))
+        self.sql_create_statements.extend(
+            partitioning.create_statements(
+                schema, self.events_table_name, partitioning.partitions_from_env()
+            )
+        )
+        self.partitions = 0
+        """How many partitions the ledger has (read from its heads by `create_table`)."""
 
         self._sql_having_topics = render(
             SQL(
@@ -192,8 +194,40 @@ class LedgerRecorder(PostgresApplicationRecorder):
         """
         if reads.fetch_all(self.datastore, self._sql_last_created, ()):
             self.datastore.register_type_adapters()
-            return
-        super().create_table()
+        else:
+            super().create_table()
+        self.partitions = len(self.heads())
+
+    def heads(self) -> dict[int, int]:
+        """Every partition's last position within it (0: empty)."""
+        rows = reads.fetch_all(self.datastore, self._sql_heads, ())
+        return {int(row["partition"]): int(row["position"]) for row in rows}
+
+    def read_partition(
+        self,
+        partition: int,
+        after: int,
+        limit: int,
+        *,
+        until: int | None = None,
+        topics: Sequence[str] = (),
+    ) -> list[Notification]:
+        """At most `limit` events of one partition after its position `after` (up to `until`
+        when given; of these topics when given), in order; each notification's `id` is the
+        event's ledger position (domain/ledger/positions.py)."""
+        wanted = list(topics) or None
+        params = (partition, after, until, until, wanted, wanted, limit)
+        rows = reads.fetch_all(self.datastore, self._sql_partition, params)
+        return [
+            Notification(
+                id=pack(partition, int(row["position"])),
+                originator_id=row["originator_id"],
+                originator_version=row["originator_version"],
+                topic=row["topic"],
+                state=bytes(row["state"]),
+            )
+            for row in rows
+        ]
 
     def originators(self, user_id: str, topics: Sequence[str]) -> list[tuple[UUID, str]]:
         """(originator id, topic) of every event of these topics whose `user_id` is the user's.
@@ -217,21 +251,30 @@ class LedgerRecorder(PostgresApplicationRecorder):
     ) -> Sequence[int] | None:
         """Write the events and the side-table changes in one transaction and one round trip.
 
-        Returns the events' notification ids (None when there were no events). A claim
-        conflict raises an IntegrityError whose cause keeps the constraint's name.
+        Returns the events' ledger positions (None when there were no events): the events go
+        to `partition` (the partition of the user whose aggregates they are). A claim conflict
+        raises an IntegrityError whose cause keeps the constraint's name.
         """
         # The library's own save path (taken with an aggregate cache or snapshots) passes the
         # tracking of a process application, which the ledger is not: always None here.
         if changes.pop("tracking", None) is not None:
             raise ProgrammingError("the ledger records no tracking")
-        transaction = self._transaction(stored_events, **changes)
+        partitions: Mapping[Any, int] = changes.pop("partitions", {})
+        try:
+            placed = sorted(
+                ((partitions[e.originator_id], i) for i, e in enumerate(stored_events)),
+            )
+        except KeyError:
+            raise ProgrammingError("an event's aggregate has no partition") from None
+        transaction = self._transaction([(p, stored_events[i]) for p, i in placed], **changes)
         if not transaction.steps:
             return None
         steps = transaction.steps
         results = with_connection(self.datastore, lambda conn: pipeline.run(conn, steps))
         if not stored_events:
             return None
-        return self._notification_ids(results, stored_events)
+        positions = self._positions(results, placed)
+        return [positions[i] for i in range(len(stored_events))]
 
     @contextmanager
     def exclusive(self, lock_id: int) -> Iterator[None]:
@@ -255,7 +298,7 @@ class LedgerRecorder(PostgresApplicationRecorder):
 
     def _transaction(
         self,
-        stored_events: Sequence[StoredEvent],
+        stored_events: Sequence[tuple[int, StoredEvent]],
         *,
         user_locks: Sequence[int] = (),
         new_keys: Sequence[NewDataKey] = (),
@@ -267,7 +310,9 @@ class LedgerRecorder(PostgresApplicationRecorder):
         shred_users: Sequence[str] = (),
         prune_prints_before: datetime | None = None,
     ) -> Transaction:
-        """The statements of one save: side tables first, then lock, notify and events."""
+        """The statements of one save: side tables first, then notify and the events, each
+        with its partition, in partition order (so saves spanning partitions take their
+        heads in one order: no deadlock)."""
         tx = Transaction()
         # First: a save waits here while its user is being erased or a memory forgotten.
         for lock_id in sorted(user_locks):
@@ -325,19 +370,27 @@ class LedgerRecorder(PostgresApplicationRecorder):
         if stored_events:
             for statement in self._before_events:
                 tx.add(statement)
-            for e in stored_events:
-                tx.add(self._insert_event, e.originator_id, e.originator_version, e.topic, e.state)
+            for partition, e in stored_events:
+                tx.add(
+                    self._insert_event,
+                    e.originator_id,
+                    e.originator_version,
+                    e.topic,
+                    e.state,
+                    partition,
+                )
         return tx
 
-    def _notification_ids(
-        self, results: Sequence[Any], stored_events: Sequence[StoredEvent]
-    ) -> list[int]:
-        """The notification ids returned by the event inserts, which come last, in order."""
-        ids = [int(r.get_value(0, 0)) for r in results[-len(stored_events) :] if r.ntuples == 1]
-        if len(ids) != len(stored_events):
-            msg = f"got {len(ids)} notification ids for {len(stored_events)} events"
+    def _positions(
+        self, results: Sequence[Any], placed: Sequence[tuple[int, int]]
+    ) -> dict[int, int]:
+        """Each inserted event's ledger position, by its index in the save (the inserts come
+        last, in `placed` order: (partition, index))."""
+        ids = [int(r.get_value(0, 0)) for r in results[-len(placed) :] if r.ntuples == 1]
+        if len(ids) != len(placed):
+            msg = f"got {len(ids)} positions for {len(placed)} events"
             raise ProgrammingError(msg)
-        return ids
+        return {i: pack(p, local) for (p, i), local in zip(placed, ids, strict=True)}
 
 
 def record(

@@ -1,0 +1,126 @@
+"""The ledger's partitions: which one holds a user, their heads, and reading one of them.
+
+A schema's ledger has P partitions, fixed when the schema is created (`MEMLEDGER_PARTITIONS`,
+default 32; docs/ledger.md says how to choose). A user's aggregates all live in one: the
+partition is a keyed hash of the user id (under the ledger's own key, so no caller can aim
+their ids at one partition). Each partition is its own gap-free sequence of positions:
+
+- `memledger_ledger_heads` has one row per partition, its last position. A save takes its
+  partition's row (the UPDATE in `INSERT_EVENT`) before inserting the events: saves of one
+  partition commit one after another, in position order, and those of different partitions
+  never wait for each other. A save that fails rolls its head back: no gap.
+- the events table gets three columns: `partition`, `position` (unique together) and
+  `recorded_at`, the commit-ordered time taken under the head's lock (never earlier than the
+  partition's previous event), by which readers merge partitions.
+
+Rows written before partitions existed have NULL there until the upgrade assigns them
+(persistence/upgrade.py).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Final
+
+from psycopg.sql import SQL, Composed, Identifier, Literal
+
+from domain.ledger.positions import MAX_PARTITIONS
+
+__all__ = [
+    "DEFAULT_PARTITIONS",
+    "HEADS",
+    "PARTITIONS_ENV",
+    "create_statements",
+    "partition_of_user",
+    "partitions_from_env",
+]
+
+HEADS: Final = "memledger_ledger_heads"
+PARTITIONS_ENV: Final = "MEMLEDGER_PARTITIONS"
+DEFAULT_PARTITIONS: Final = 32
+
+
+def partitions_from_env(env: dict[str, str] | None = None) -> int:
+    """The partition count a new schema is made with (an existing schema keeps its own)."""
+    text = (env if env is not None else os.environ).get(PARTITIONS_ENV, "").strip()
+    count = int(text) if text else DEFAULT_PARTITIONS
+    if not 1 <= count <= MAX_PARTITIONS:
+        raise ValueError(f"{PARTITIONS_ENV} must be between 1 and {MAX_PARTITIONS}")
+    return count
+
+
+def partition_of_user(keyed_digest: str, partitions: int) -> int:
+    """The partition of a user, from the keyed hash of their id (hex)."""
+    return int(keyed_digest[:16], 16) % partitions
+
+
+def create_statements(schema: str, events: str, partitions: int) -> list[Composed]:
+    """Idempotent DDL: the partition columns of the events table, their index and the heads.
+
+    The heads are filled once, when the table is empty: a later start with another
+    `MEMLEDGER_PARTITIONS` leaves an existing ledger's partitions as they are.
+    """
+    events_table = SQL("{}.{}").format(Identifier(schema), Identifier(events))
+    heads = SQL("{}.{}").format(Identifier(schema), Identifier(HEADS))
+    return [
+        SQL(
+            "ALTER TABLE {} ADD COLUMN IF NOT EXISTS partition int NULL,"
+            " ADD COLUMN IF NOT EXISTS position bigint NULL,"
+            " ADD COLUMN IF NOT EXISTS recorded_at timestamptz NULL"
+        ).format(events_table),
+        SQL("CREATE UNIQUE INDEX IF NOT EXISTS {} ON {} (partition, position)").format(
+            Identifier(f"{events}_partition_position_idx"), events_table
+        ),
+        SQL(
+            "CREATE TABLE IF NOT EXISTS {} ("
+            " partition int PRIMARY KEY,"
+            " position bigint NOT NULL DEFAULT 0,"
+            " recorded_at timestamptz NOT NULL DEFAULT '-infinity')"
+        ).format(heads),
+        SQL(
+            "INSERT INTO {0} (partition) SELECT p FROM generate_series(0, {1}) AS p"
+            " WHERE NOT EXISTS (SELECT 1 FROM {0})"
+        ).format(heads, Literal(partitions - 1)),
+    ]
+
+
+def insert_event(schema: str, events: str, id_type: str) -> tuple[Composed, str]:
+    """The statement inserting one event at its partition's next position (its types: the
+    parameters' PostgreSQL types, `$1` first); it returns the position.
+
+    Taking the head's row lock (the UPDATE) is what orders a partition's commits.
+    """
+    statement = SQL(
+        "WITH head AS (UPDATE {0} SET position = position + 1,"
+        " recorded_at = greatest(recorded_at, clock_timestamp())"
+        " WHERE partition = $5 RETURNING position, recorded_at)"
+        " INSERT INTO {1} (originator_id, originator_version, topic, state, partition,"
+        " position, recorded_at)"
+        " SELECT $1, $2, $3, $4, $5, position, recorded_at FROM head RETURNING position"
+    ).format(
+        SQL("{}.{}").format(Identifier(schema), Identifier(HEADS)),
+        SQL("{}.{}").format(Identifier(schema), Identifier(events)),
+    )
+    return statement, f"{id_type} int8 text bytea int4"
+
+
+def select_partition(schema: str, events: str) -> Composed:
+    """Events of one partition after a position, in order, up to an optional last one.
+
+    Parameters: partition, after, until and until again (NULL: no end), topics and topics
+    again (NULL: all), limit.
+    """
+    return SQL(
+        "SELECT position, originator_id, originator_version, topic, state FROM {}.{}"
+        " WHERE partition = %s AND position > %s"
+        " AND (%s::bigint IS NULL OR position <= %s::bigint)"
+        " AND (%s::text[] IS NULL OR topic = ANY(%s::text[]))"
+        " ORDER BY position LIMIT %s"
+    ).format(Identifier(schema), Identifier(events))
+
+
+def select_heads(schema: str) -> Composed:
+    """Every partition's last position."""
+    return SQL("SELECT partition, position FROM {}.{} ORDER BY partition").format(
+        Identifier(schema), Identifier(HEADS)
+    )
