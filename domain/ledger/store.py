@@ -19,7 +19,7 @@ from domain.ledger.persistence import recorder
 from domain.ledger.persistence.lookups import Lookups
 from domain.ledger.persistence.recorder import LedgerRecorder
 from domain.ledger.persistence.tables import NewDataKey
-from domain.ledger.positions import pack
+from domain.ledger.positions import Legacy, pack
 from domain.ledger.sealing import MissingDataKey
 from domain.model.candidate import MemoryCandidate
 from domain.model.memory import Memory
@@ -176,6 +176,20 @@ class AggregateStore:
         partition = self.partition(user_id)
         with outage_unavailable():
             return pack(partition, self.recorder().heads()[partition])
+
+    def heads(self) -> dict[int, int]:
+        """Every partition's latest position within it."""
+        with outage_unavailable():
+            return self.recorder().heads()
+
+    def legacy_position(self, user_id: str, legacy: Legacy) -> int:
+        """The position in the user's partition that a position given out before the ledger
+        was partitioned (a global notification id) stands for: the user's last event at or
+        before it (the upgrade kept the events' notification ids)."""
+        partition = self.partition(user_id)
+        with outage_unavailable():
+            local = self.recorder().legacy_position(partition, legacy.notification_id)
+        return pack(partition, local)
 
     def recorded(self) -> int:
         """How many events the ledger holds (its partitions' heads added up)."""
