@@ -32,6 +32,9 @@ __all__ = ["page"]
 _MASK = (1 << PARTITION_BITS) - 1
 _EARLIEST = float("-inf")
 
+Group = list[dict[str, Any]]
+"""The rows of one position: its event's, then the profile changes it caused."""
+
 
 def page(
     src: ReadSource,
