@@ -69,8 +69,8 @@ Library internals relied on, each with the test that pins it (tests/domain/ledge
   test_ledger_checkout.py::test_a_closed_pool_is_opened_by_the_library_path,
   test_ledger_checkout.py::test_a_pool_timeout_is_raised_as_the_library_s_operational_error.
 - PostgresApplicationRecorder's `sql_create_statements`, `events_table_name`, `channel_name`
-  and `datastore.originator_id_type`, and its insert's statements (LOCK TABLE as in its
-  `_lock_table`, NOTIFY, the INSERT) re-issued by `insert_events` (recorder):
+  and `datastore.originator_id_type`; its events table, extended with the partition columns
+  (partitions.py), written by the recorder's own INSERT (recorder):
   test_ledger_faults.py::test_a_failure_inside_the_forget_transaction_changes_nothing,
   test_ledger_faults.py::test_a_save_blocked_on_the_events_lock_gives_up_and_its_retry_writes_once.
 - Application.save bypassed: `repository.cache`, `snapshots`, `mapper.to_stored_event`,

@@ -32,6 +32,7 @@ from psycopg.sql import SQL, Composable, Identifier, Literal
 from domain.context import on_outage
 from domain.ledger.persistence import partitions as partitioning
 from domain.ledger.persistence import pipeline, reads
+from domain.ledger.persistence.notifier import Notifier
 from domain.ledger.persistence.pipeline import Statement, oid
 from domain.ledger.persistence.pool import persistence_error, pinned, with_connection
 from domain.ledger.persistence.reads import render
@@ -71,7 +72,7 @@ class LedgerRecorder(PostgresApplicationRecorder):
     """PostgresApplicationRecorder plus the write-side tables of the ledger.
 
     A save is one transaction sent as one pipeline of prepared statements (see
-    `pipeline`): side tables first, then the events table's lock, NOTIFY and the events. One
+    `pipeline`): side tables first, then the events, each taking its partition's head. One
     round trip; it commits whole or not at all, and leaves the connection idle either way.
     """
 
@@ -141,10 +142,10 @@ class LedgerRecorder(PostgresApplicationRecorder):
         self._shred_user_prints = prepare(
             "DELETE FROM {} WHERE user_id = ANY($1)", "text[]", prints
         )
-        # The events: NOTIFY the projection workers (at commit), then each event at its
-        # partition's next position (persistence/partitions.py: the head row's lock orders a
-        # partition's commits, where the library locks the whole events table).
-        self._before_events = [prepare("NOTIFY {}", "", Identifier(self.channel_name))]
+        # Each event at its partition's next position (persistence/partitions.py: the head
+        # row's lock orders a partition's commits, where the library locks the whole events
+        # table); the workers are woken after the commit (persistence/notifier.py).
+        self.notifier = Notifier(datastore, self.channel_name)
         insert_event, types = partitioning.insert_event(
             schema, self.events_table_name, datastore.originator_id_type
         )
@@ -285,6 +286,7 @@ class LedgerRecorder(PostgresApplicationRecorder):
         results = with_connection(self.datastore, lambda conn: pipeline.run(conn, steps))
         if not stored_events:
             return None
+        self.notifier.notify()
         positions = self._positions(results, placed)
         return [positions[i] for i in range(len(stored_events))]
 
@@ -322,7 +324,7 @@ class LedgerRecorder(PostgresApplicationRecorder):
         shred_users: Sequence[str] = (),
         prune_prints_before: datetime | None = None,
     ) -> Transaction:
-        """The statements of one save: side tables first, then notify and the events, each
+        """The statements of one save: side tables first, then the events, each
         with its partition, in partition order (so saves spanning partitions take their
         heads in one order: no deadlock)."""
         tx = Transaction()
@@ -369,7 +371,7 @@ class LedgerRecorder(PostgresApplicationRecorder):
             tx.add(self._shred_user_claims, users)
             tx.add(self._shred_user_prints, users)
         # Claims last among the side tables: a conflict (or the wait for a concurrent claim of
-        # the same key) comes before the events table's lock is taken.
+        # the same key) comes before the partition's head is taken.
         for claim in claims:
             tx.add(
                 self._insert_claim,
@@ -380,8 +382,6 @@ class LedgerRecorder(PostgresApplicationRecorder):
                 claim.key_check,
             )
         if stored_events:
-            for statement in self._before_events:
-                tx.add(statement)
             for partition, e in stored_events:
                 tx.add(
                     self._insert_event,
