@@ -12,7 +12,7 @@ and the command's own saves, on this thread, run on the session that holds it.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
@@ -31,7 +31,7 @@ from psycopg.sql import SQL, Composable, Identifier, Literal
 
 from domain.context import on_outage
 from domain.ledger.persistence import partitions as partitioning
-from domain.ledger.persistence import pipeline, reads
+from domain.ledger.persistence import pipeline, reads, upgrade
 from domain.ledger.persistence.pipeline import Statement, oid
 from domain.ledger.persistence.pool import persistence_error, pinned, with_connection
 from domain.ledger.persistence.reads import render
@@ -40,7 +40,6 @@ from domain.ledger.persistence.tables import (
     DATA_KEYS,
     FINGERPRINTS,
     KEY_CLAIMS,
-    LAST_CREATED,
     STALE_KEY_CONSTRAINTS,
     Claim,
     Fingerprint,
@@ -167,11 +166,14 @@ class LedgerRecorder(PostgresApplicationRecorder):
                 " AND topic = ANY(%s)"
             ).format(Identifier(datastore.schema), Identifier(self.events_table_name))
         )
+        # The heads table is what the last DDL statement makes (the partitions' statements
+        # go after the side tables'): a ledger of the release before partitions has the side
+        # tables' LAST_CREATED but not this, and gets the partition columns and heads.
         self._sql_last_created = render(
             SQL(
                 "SELECT 1 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
                 " WHERE n.nspname = {} AND c.relname = {}"
-            ).format(Literal(schema), Literal(LAST_CREATED))
+            ).format(Literal(schema), Literal(partitioning.HEADS))
         )
         # The clear part is read only for the topics asked for (CASE: not for other events).
         self._sql_originators = render(
@@ -197,6 +199,19 @@ class LedgerRecorder(PostgresApplicationRecorder):
         else:
             super().create_table()
         self.partitions = len(self.heads())
+
+    def upgrade(self, partition_of: Callable[[str], int]) -> int:
+        """Place the events written before partitions existed in their users' partitions
+        (`partition_of`: a user id's partition); how many were placed, 0 once done
+        (persistence/upgrade.py)."""
+        return upgrade.place(self.datastore, self.events_table_name, partition_of)
+
+    def legacy_position(self, partition: int, notification_id: int) -> int:
+        """The partition's own position that a position from before partitions (a global
+        notification id, `positions.Legacy`) stands for (0: none of its events before it)."""
+        return upgrade.legacy_position(
+            self.datastore, self.events_table_name, partition, notification_id
+        )
 
     def heads(self) -> dict[int, int]:
         """Every partition's last position within it (0: empty)."""
