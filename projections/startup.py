@@ -6,8 +6,9 @@ migration). So each statement here runs in a transaction of its own with `SET LO
 lock_timeout` (MEMLEDGER_LOCK_TIMEOUT, 5 s by default):
 
 - a missing table is created (CREATE TABLE IF NOT EXISTS takes no lock on a table that
-  exists), and the tables of a layout an older release made are dropped (projections/layout.py):
-  both are needed, so a lock timeout is retried a few times, then start-up fails, saying why;
+  exists), the tracking of the release before partitions translated (projections/upgrade.py),
+  and the tables of a layout an older release made are dropped (projections/layout.py):
+  all are needed, so a lock timeout is retried a few times, then start-up fails, saying why;
 - what is maintenance only (an index, a table's autovacuum options, an index dropped) is
   skipped with a warning when its table stays locked, and done at the next start: the other
   statements of the same projection are skipped too (they would wait on the same tables).
@@ -26,7 +27,7 @@ from psycopg import Connection
 from psycopg.sql import SQL, Composed
 from psycopg_pool import ConnectionPool
 
-from projections import layout
+from projections import layout, upgrade
 from projections.base import Projection
 from projections.quarantine import create_quarantine
 from projections.rebuild.leftovers import drop_leftovers
@@ -69,6 +70,8 @@ def ensure_tables(
         try:
             for statement in [*create_tracking(t), *create_quarantine(t)]:
                 _needed(conn, lock_timeout, "tracking", lambda s=statement: conn.execute(s))
+            # Tracked before the ledger had partitions: translated, once (projections/upgrade.py).
+            _needed(conn, lock_timeout, "upgrade", lambda: upgrade.translate(conn, t))
             older = layout.stale(conn, projections, t)
             if older:  # laid out by an older release: projected again from the log
                 names = ", ".join(p.name for p in older)

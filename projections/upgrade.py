@@ -1,0 +1,135 @@
+"""The projections of a ledger partitioned in place (issue 26: the upgrade from the release
+before partitions).
+
+That release tracked one global position per projection (`memledger_projection_positions`:
+the last notification id it applied). Once the ledger has placed those events in partitions
+(domain/ledger/persistence/upgrade.py, when the ledger starts), `translate`, in one
+transaction:
+
+- gives each projection, in each partition, the position of the partition's last event at or
+  before its old global position: the very events it had applied, so it goes on from there
+  and projects nothing again;
+- empties the projections whose rows hold ledger positions (`Projection.stores_positions`:
+  old global ids, which mean nothing now) and sets them back to 0: the worker projects them
+  again from the log (the others, embeddings first, keep their rows);
+- moves the others' quarantined events to their new positions (those of the projections
+  projected again are dropped: an event that still fails is quarantined again);
+- drops the old tracking table.
+
+Run again, or by a second process, it finds no old table and does nothing. Before the ledger
+has placed its events (no ledger started yet on the new release) it refuses: the positions
+to translate into do not exist yet.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Final
+
+from psycopg import Connection
+from psycopg.sql import SQL, Composed, Literal
+
+from domain.ledger.positions import MAX_PARTITIONS
+from projections.quarantine import QUARANTINE
+from projections.registry import all_projections
+from projections.tracking import LEGACY_TRACKING, TRACKING, Tables, reset_positions
+
+__all__ = ["EVENTS", "LedgerNotPartitioned", "translate"]
+
+EVENTS: Final = "events"
+"""The ledger's events table, by its logical name: the library names it after the
+application (`MemoryLedger.name`), `memledger_events`."""
+_log = logging.getLogger(__name__)
+
+
+class LedgerNotPartitioned(RuntimeError):
+    """Projections tracked before partitions, over a ledger not partitioned yet."""
+
+
+def translate(conn: Connection[Any], t: Tables) -> list[str]:
+    """Translate the old tracking (see the module's docstring), inside the caller's
+    transaction; the names of the projections to project again ([] when there was nothing
+    to translate)."""
+    if not _exists(conn, t.name(LEGACY_TRACKING), t.schema):
+        return []
+    if not _partitioned(conn, t):
+        raise LedgerNotPartitioned(
+            "the projections were tracked before the ledger had partitions, and the ledger's"
+            " events are not placed in partitions yet: start the ledger of this release first"
+            " (any memledger command, or serve), then the projections"
+        )
+    again = [p for p in all_projections() if p.stores_positions]
+    names = [p.name for p in again]
+    legacy, events, tracking = t[LEGACY_TRACKING], t[EVENTS], t[TRACKING]
+    conn.execute(
+        SQL(
+            "INSERT INTO {0} AS k (projection, partition, position)"
+            " SELECT l.projection, e.partition, max(e.position) FROM {1} AS l"
+            " JOIN {2} AS e ON e.notification_id <= l.position"
+            " WHERE l.projection <> ALL(%s) GROUP BY l.projection, e.partition"
+            " ON CONFLICT (projection, partition)"
+            " DO UPDATE SET position = greatest(k.position, EXCLUDED.position)"
+        ).format(tracking, legacy, events),
+        (names,),
+    )
+    with conn.cursor() as cur:
+        for projection in again:
+            present = [n for n in projection.tables if _exists(conn, t.name(n), t.schema)]
+            if present:
+                cur.execute(SQL("TRUNCATE {}").format(SQL(", ").join(t[n] for n in present)))
+            reset_positions(cur, t, projection.name)
+    for statement in _quarantine(t):
+        conn.execute(statement, (names,))
+    conn.execute(SQL("DROP TABLE {}").format(legacy))
+    _log.warning(
+        "ledger upgrade: projection positions translated to partitions; projected again from"
+        " the log (their rows held global positions): %s",
+        ", ".join(names),
+    )
+    return names
+
+
+def _quarantine(t: Tables) -> list[Composed]:
+    """The quarantine rows of the projections kept, moved to the new positions (negated
+    first: no old and new position of two rows ever meet in the primary key); those of the
+    projections projected again, and any naming no event, deleted. Each takes the names of
+    the projections projected again."""
+    q, events = t[QUARANTINE], t[EVENTS]
+    return [
+        SQL("DELETE FROM {} WHERE projection = ANY(%s)").format(q),
+        SQL("UPDATE {} SET position = -position WHERE NOT projection = ANY(%s)").format(q),
+        SQL(
+            "UPDATE {0} AS q SET position = e.position * {2} + e.partition FROM {1} AS e"
+            " WHERE e.notification_id = -q.position AND q.position < 0"
+            " AND NOT q.projection = ANY(%s)"
+        ).format(q, events, Literal(MAX_PARTITIONS)),
+        SQL("DELETE FROM {} WHERE position < 0 AND NOT projection = ANY(%s)").format(q),
+    ]
+
+
+def _exists(conn: Connection[Any], name: str, schema: str) -> bool:
+    row = conn.execute(
+        SQL(
+            "SELECT 1 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
+            " WHERE n.nspname = %s AND c.relname = %s AND c.relkind = 'r'"
+        ),
+        (schema, name),
+    ).fetchone()
+    return row is not None
+
+
+def _partitioned(conn: Connection[Any], t: Tables) -> bool:
+    """Whether the ledger's events all have a partition (the column there, none without)."""
+    row = conn.execute(
+        SQL(
+            "SELECT 1 FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid"
+            " JOIN pg_namespace n ON n.oid = c.relnamespace"
+            " WHERE n.nspname = %s AND c.relname = %s AND a.attname = 'partition'"
+            " AND NOT a.attisdropped"
+        ),
+        (t.schema, t.name(EVENTS)),
+    ).fetchone()
+    if row is None:
+        return False
+    unplaced = SQL("SELECT 1 FROM {} WHERE partition IS NULL LIMIT 1").format(t[EVENTS])
+    return conn.execute(unplaced).fetchone() is None
