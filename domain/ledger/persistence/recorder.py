@@ -12,6 +12,7 @@ and the command's own saves, on this thread, run on the session that holds it.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
@@ -157,6 +158,14 @@ class LedgerRecorder(PostgresApplicationRecorder):
                 schema, self.events_table_name, partitioning.partitions_from_env()
             )
         )
+        # Two processes running this DDL at once (starting together on a new schema, or on
+        # one of the release before partitions) would deadlock: each holds the SHARE lock of
+        # a CREATE INDEX on the events table and waits for the other's to take the ALTER's.
+        # So the transaction first waits, however long, for any other's to commit.
+        self.sql_create_statements[:0] = [
+            SQL("SELECT set_config('lock_timeout', {}, true)").format(Literal("0")),
+            SQL("SELECT pg_advisory_xact_lock({})").format(Literal(_ddl_lock(schema))),
+        ]
         self.partitions = 0
         """How many partitions the ledger has (read from its heads by `create_table`)."""
 
@@ -406,6 +415,12 @@ class LedgerRecorder(PostgresApplicationRecorder):
             msg = f"got {len(ids)} positions for {len(placed)} events"
             raise ProgrammingError(msg)
         return {i: pack(p, local) for (p, i), local in zip(placed, ids, strict=True)}
+
+
+def _ddl_lock(schema: str) -> int:
+    """The advisory lock id of the ledger's DDL in this schema."""
+    digest = hashlib.sha256(f"memledger/{schema}/ledger-ddl".encode()).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
 
 
 def record(
