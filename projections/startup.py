@@ -50,7 +50,7 @@ def ensure_tables(
     projections: Sequence[Projection],
     *,
     lock_timeout: float = 5.0,
-) -> None:
+) -> list[str]:
     """Create the live tables of every projection, the tracking and quarantine tables, if
     missing; the tables of a projection an older release laid out otherwise are dropped and
     projected again from the log (projections/layout.py); a killed rebuild's tables dropped.
@@ -60,6 +60,9 @@ def ensure_tables(
     table's lock while waiting for another's, which a running worker's batch (a rolling
     restart) could hold the other way round. The statements are idempotent; a session-level
     advisory lock keeps two starting processes from interleaving them.
+
+    Returns the projections the upgrade from the release before partitions set to be
+    projected again ([] but at that first start: projections/upgrade.py).
     """
     t = Tables(schema)
     key = lock_key(schema, "ddl")
@@ -71,7 +74,8 @@ def ensure_tables(
             for statement in [*create_tracking(t), *create_quarantine(t)]:
                 _needed(conn, lock_timeout, "tracking", lambda s=statement: conn.execute(s))
             # Tracked before the ledger had partitions: translated, once (projections/upgrade.py).
-            _needed(conn, lock_timeout, "upgrade", lambda: upgrade.translate(conn, t))
+            again: list[str] = []
+            _needed(conn, lock_timeout, "upgrade", lambda: again.extend(upgrade.translate(conn, t)))
             older = layout.stale(conn, projections, t)
             if older:  # laid out by an older release: projected again from the log
                 names = ", ".join(p.name for p in older)
@@ -79,6 +83,7 @@ def ensure_tables(
             for projection in projections:
                 _create(conn, projection, t, lock_timeout)
             drop_leftovers(conn, schema, lock_timeout)
+            return again
         finally:
             try:
                 with conn.transaction():
