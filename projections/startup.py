@@ -61,8 +61,8 @@ def ensure_tables(
     restart) could hold the other way round. The statements are idempotent; a session-level
     advisory lock keeps two starting processes from interleaving them.
 
-    Returns the projections the upgrade from the release before partitions set to be
-    projected again ([] but at that first start: projections/upgrade.py).
+    Returns the projections whose rows' positions the upgrade from the release before
+    partitions rewrote ([] but at that first start: projections/upgrade.py).
     """
     t = Tables(schema)
     key = lock_key(schema, "ddl")

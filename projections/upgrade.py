@@ -9,11 +9,11 @@ transaction:
 - gives each projection, in each partition, the position of the partition's last event at or
   before its old global position: the very events it had applied, so it goes on from there
   and projects nothing again;
-- empties the projections whose rows hold ledger positions (`Projection.stores_positions`:
-  old global ids, which mean nothing now) and sets them back to 0: the worker projects them
-  again from the log (the others, embeddings first, keep their rows);
-- moves the others' quarantined events to their new positions (those of the projections
-  projected again are dropped: an event that still fails is quarantined again);
+- rewrites the positions held in the rows of the projections that keep any
+  (`Projection.stores_positions`: audit rows, profile changes, the last change of a memory
+  row), from the old global id to the same event's position now: the rows a fresh projection
+  would hold, without projecting anything again;
+- moves the quarantined events to their new positions;
 - drops the old tracking table.
 
 Run again, or by a second process, it finds no old table and does nothing. Before the ledger
@@ -32,7 +32,7 @@ from psycopg.sql import SQL, Composed, Literal
 from domain.ledger.positions import MAX_PARTITIONS
 from projections.quarantine import QUARANTINE
 from projections.registry import all_projections
-from projections.tracking import LEGACY_TRACKING, TRACKING, Tables, reset_positions
+from projections.tracking import LEGACY_TRACKING, TRACKING, Tables
 
 __all__ = ["EVENTS", "LedgerNotPartitioned", "translate"]
 
@@ -47,9 +47,9 @@ class LedgerNotPartitioned(RuntimeError):
 
 
 def translate(conn: Connection[Any], t: Tables) -> list[str]:
-    """Translate the old tracking (see the module's docstring), inside the caller's
-    transaction; the names of the projections to project again ([] when there was nothing
-    to translate)."""
+    """Translate the old tracking and positions (see the module's docstring), inside the
+    caller's transaction; the names of the projections whose rows' positions it rewrote ([]
+    when there was nothing to translate)."""
     if not _exists(conn, t.name(LEGACY_TRACKING), t.schema):
         return []
     if not _partitioned(conn, t):
@@ -58,53 +58,59 @@ def translate(conn: Connection[Any], t: Tables) -> list[str]:
             " events are not placed in partitions yet: start the ledger of this release first"
             " (any memledger command, or serve), then the projections"
         )
-    again = [p for p in all_projections() if p.stores_positions]
-    names = [p.name for p in again]
     legacy, events, tracking = t[LEGACY_TRACKING], t[EVENTS], t[TRACKING]
     conn.execute(
         SQL(
             "INSERT INTO {0} AS k (projection, partition, position)"
             " SELECT l.projection, e.partition, max(e.position) FROM {1} AS l"
             " JOIN {2} AS e ON e.notification_id <= l.position"
-            " WHERE l.projection <> ALL(%s) GROUP BY l.projection, e.partition"
-            " ON CONFLICT (projection, partition)"
+            " GROUP BY l.projection, e.partition ON CONFLICT (projection, partition)"
             " DO UPDATE SET position = greatest(k.position, EXCLUDED.position)"
-        ).format(tracking, legacy, events),
-        (names,),
+        ).format(tracking, legacy, events)
     )
-    with conn.cursor() as cur:
-        for projection in again:
-            present = [n for n in projection.tables if _exists(conn, t.name(n), t.schema)]
-            if present:
-                cur.execute(SQL("TRUNCATE {}").format(SQL(", ").join(t[n] for n in present)))
-            reset_positions(cur, t, projection.name)
-    for statement in _quarantine(t):
-        conn.execute(statement, (names,))
+    rewritten = []
+    for projection in all_projections():
+        if projection.stores_positions:
+            for name in projection.tables:
+                if _has_position(conn, t, name):
+                    for statement in _moved(t, name):
+                        conn.execute(statement)
+            rewritten.append(projection.name)
+    for statement in _moved(t, QUARANTINE):
+        conn.execute(statement)
     conn.execute(SQL("DROP TABLE {}").format(legacy))
     _log.warning(
-        "ledger upgrade: projection positions translated to partitions; projected again from"
-        " the log (their rows held global positions): %s",
-        ", ".join(names),
+        "ledger upgrade: projection positions translated to partitions, and the positions"
+        " held in the rows of %s",
+        ", ".join(rewritten),
     )
-    return names
+    return rewritten
 
 
-def _quarantine(t: Tables) -> list[Composed]:
-    """The quarantine rows of the projections kept, moved to the new positions (negated
-    first: no old and new position of two rows ever meet in the primary key); those of the
-    projections projected again, and any naming no event, deleted. Each takes the names of
-    the projections projected again."""
-    q, events = t[QUARANTINE], t[EVENTS]
+def _moved(t: Tables, logical: str) -> list[Composed]:
+    """A table's `position`s moved from old global ids to their events' positions (negated
+    first: no old and new position of two rows ever meet in a primary key)."""
+    table = t[logical]
     return [
-        SQL("DELETE FROM {} WHERE projection = ANY(%s)").format(q),
-        SQL("UPDATE {} SET position = -position WHERE NOT projection = ANY(%s)").format(q),
+        SQL("UPDATE {} SET position = -position WHERE position > 0").format(table),
         SQL(
-            "UPDATE {0} AS q SET position = e.position * {2} + e.partition FROM {1} AS e"
-            " WHERE e.notification_id = -q.position AND q.position < 0"
-            " AND NOT q.projection = ANY(%s)"
-        ).format(q, events, Literal(MAX_PARTITIONS)),
-        SQL("DELETE FROM {} WHERE position < 0 AND NOT projection = ANY(%s)").format(q),
+            "UPDATE {0} AS v SET position = e.position * {2} + e.partition FROM {1} AS e"
+            " WHERE e.notification_id = -v.position AND v.position < 0"
+        ).format(table, t[EVENTS], Literal(MAX_PARTITIONS)),
     ]
+
+
+def _has_position(conn: Connection[Any], t: Tables, logical: str) -> bool:
+    row = conn.execute(
+        SQL(
+            "SELECT 1 FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid"
+            " JOIN pg_namespace n ON n.oid = c.relnamespace"
+            " WHERE n.nspname = %s AND c.relname = %s AND a.attname = 'position'"
+            " AND NOT a.attisdropped"
+        ),
+        (t.schema, t.name(logical)),
+    ).fetchone()
+    return row is not None
 
 
 def _exists(conn: Connection[Any], name: str, schema: str) -> bool:

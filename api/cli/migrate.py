@@ -96,8 +96,8 @@ def migrate_legacy_command(
 @migrate_app.command("partitions")
 def migrate_partitions_command() -> None:
     """Partition a ledger written before partitions: its events placed in their users'
-    partitions (in their old order), the projections' positions translated; those whose rows
-    hold positions are projected again by the next `projections run` or `serve`.
+    partitions (in their old order), the projections' positions translated, in their
+    tracking and in their rows (nothing is projected again).
 
     Every start of this release does the same on its own; this runs it alone and says what
     it did. Running it again does nothing.
@@ -121,9 +121,7 @@ def migrate_partitions_command() -> None:
     else:
         typer.echo("no event without a partition: the ledger is partitioned")
     if again:
-        typer.echo(
-            f"projected again from the ledger (their rows held positions): {', '.join(again)}"
-        )
+        typer.echo(f"positions translated, in the tracking and the rows of: {', '.join(again)}")
 
 
 def export_command(

@@ -42,9 +42,9 @@ def test_the_command_partitions_an_old_ledger_once(
     first = CliRunner().invoke(cli, ["migrate", "partitions"], env=env)
     assert first.exit_code == 0, first.output
     assert f"{count} events placed in their users' partitions" in first.output
-    assert "active_memories, audit_log, profile, search_terms" in first.output
+    assert "rows of: active_memories, audit_log, profile, search_terms" in first.output
 
     again = CliRunner().invoke(cli, ["migrate", "partitions"], env=env)
     assert again.exit_code == 0, again.output
     assert "no event without a partition: the ledger is partitioned" in again.output
-    assert "projected again" not in again.output
+    assert "positions translated" not in again.output
