@@ -6,7 +6,7 @@ events table without `partition`, `position`, `recorded_at` and their indexes, n
 one global tracking row per projection (`memledger_projection_positions`, the last
 notification id applied) and global positions in the views' rows and the quarantine. CI has
 no checkout of that release; the catalog of a schema made this way (columns with their types,
-nullability and defaults, indexes, per table) was compared once with that of a ledger written
+nullability and defaults, indexes, constraints, per table) was compared once with that of a ledger written
 and projected by the release itself (a worktree of 3199829, the same `busy_ledger`, its
 worker caught up, then more writes): the same tables, columns and indexes, and the same
 values where that release keeps positions (tracking, audit_log, profile_changes,
@@ -31,6 +31,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import psycopg
+import pytest
 from psycopg import sql
 
 from domain.ledger.access import AccessEntry
@@ -227,6 +228,14 @@ def test_a_ledger_of_the_release_before_partitions_is_partitioned_as_if_written_
         assert _placement(conn, t) == placed
         assert _heads(conn, pg_schema) == heads
         assert _monotonic_recorded_at(conn, t)
+        # A process of the old release still running can no longer write unplaced events.
+        with pytest.raises(psycopg.errors.CheckViolation):
+            conn.execute(
+                sql.SQL(
+                    "INSERT INTO {} (originator_id, originator_version, topic, state)"
+                    " VALUES (gen_random_uuid(), 1, 'memledger:Memory.Created', '{{}}')"
+                ).format(t[EVENTS])
+            )
 
     # The projections: translated once (a second start finds nothing to do), their rows too.
     register(pg_schema, again.mapper.keys)

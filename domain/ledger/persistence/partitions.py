@@ -69,6 +69,14 @@ def create_statements(schema: str, events: str, partitions: int) -> list[Compose
             " ADD COLUMN IF NOT EXISTS position bigint NULL,"
             " ADD COLUMN IF NOT EXISTS recorded_at timestamptz NULL"
         ).format(events_table),
+        # New rows must have a partition (NOT VALID: the old ones are placed by the upgrade).
+        # A process of the release before partitions still running would insert rows without
+        # one, which the upgrade could only place after events committed later (a user's
+        # events out of order): its saves fail instead, until it is stopped.
+        SQL(
+            "DO $$ BEGIN ALTER TABLE {} ADD CONSTRAINT {} CHECK (partition IS NOT NULL) NOT VALID;"
+            " EXCEPTION WHEN duplicate_object THEN NULL; END $$"
+        ).format(events_table, Identifier(f"{events}_partitioned")),
         SQL("CREATE UNIQUE INDEX IF NOT EXISTS {} ON {} (partition, position)").format(
             Identifier(f"{events}_partition_position_idx"), events_table
         ),
