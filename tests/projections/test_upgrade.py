@@ -6,12 +6,12 @@ events table without `partition`, `position`, `recorded_at` and their indexes, n
 one global tracking row per projection (`memledger_projection_positions`, the last
 notification id applied) and global positions in the views' rows and the quarantine. CI has
 no checkout of that release; the catalog of a schema made this way (columns with their types,
-nullability and defaults, indexes, constraints, per table) was compared once with that of a ledger written
-and projected by the release itself (a worktree of 3199829, the same `busy_ledger`, its
-worker caught up, then more writes): the same tables, columns and indexes, and the same
-values where that release keeps positions (tracking, audit_log, profile_changes,
-search_terms); that real old ledger, upgraded by this code, projected to rows equal to a
-fresh projection (2026-12-04).
+nullability and defaults, indexes, constraints, per table) was compared once with that of a
+ledger written and projected by the release itself (a worktree of 3199829, the same
+`busy_ledger`, its worker caught up, then more writes): the same tables, columns, indexes and
+constraints, and the same values where that release keeps positions (tracking, audit_log,
+profile_changes, search_terms); that real old ledger, upgraded by this code, projected to
+rows equal to a fresh projection (2026-12-04).
 
 The upgrade must place every event where a partitioned ledger wrote it (same partition and
 position, same heads), twice as much as once, also when two processes start at once; the
