@@ -107,6 +107,7 @@ class MemoryLedger(Application[UUID]):
         self.position = self.store.position
         self.recorded = self.store.recorded
         self.partition = self.store.partition
+        self.translate = self.store.translate
 
     def follow_revocations(self, wait: float = 5.0) -> bool:
         """Drop from this process's key cache every key another process destroys, as its

@@ -19,7 +19,7 @@ from domain.ledger.persistence import recorder
 from domain.ledger.persistence.lookups import Lookups
 from domain.ledger.persistence.recorder import LedgerRecorder
 from domain.ledger.persistence.tables import NewDataKey
-from domain.ledger.positions import pack
+from domain.ledger.positions import Legacy, pack
 from domain.ledger.sealing import MissingDataKey
 from domain.model.candidate import MemoryCandidate
 from domain.model.memory import Memory
@@ -176,6 +176,17 @@ class AggregateStore:
         partition = self.partition(user_id)
         with outage_unavailable():
             return pack(partition, self.recorder().heads()[partition])
+
+    def translate(self, user_id: str, position: int | Legacy) -> int:
+        """A position a client of the user sent, as a ledger position: one from before
+        partitions (`Legacy`, a global notification id) becomes the position in the user's
+        partition that it covered (persistence/upgrade.py); others are already one."""
+        if not isinstance(position, Legacy):
+            return position
+        partition = self.partition(user_id)
+        with outage_unavailable():
+            local = self.recorder().legacy_position(partition, position.notification_id)
+        return pack(partition, local)
 
     def recorded(self) -> int:
         """How many events the ledger holds (its partitions' heads added up)."""

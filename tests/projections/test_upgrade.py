@@ -37,7 +37,7 @@ from psycopg import sql
 from domain.ledger.access import AccessEntry
 from domain.ledger.ledger import MemoryLedger
 from domain.ledger.persistence.partitions import HEADS
-from domain.ledger.positions import local_of, pack, partition_of
+from domain.ledger.positions import Legacy, local_of, pack, partition_of
 from domain.model.values import Scope
 from projections.envelope import decode_batch
 from projections.registry import all_projections, main_projections
@@ -261,6 +261,9 @@ def test_a_ledger_of_the_release_before_partitions_is_partitioned_as_if_written_
             "SELECT to_regclass(%s)", (f"{pg_schema}.{t.name(LEGACY_TRACKING)}",)
         ).fetchone()[0]  # type: ignore[index]
         legacy = {p: again.store.recorder().legacy_position(p, applied) for p in heads}
+        alice = again.partition("alice")
+        assert again.translate("alice", Legacy(applied)) == pack(alice, legacy[alice])
+        assert again.translate("alice", pack(alice, 2)) == pack(alice, 2)
         assert {k: v for k, v in positions.items() if k[0] == "tombstones" and v} == {
             ("tombstones", p): local for p, local in legacy.items() if local
         }
