@@ -43,7 +43,7 @@ from projections.envelope import decode_batch
 from projections.registry import all_projections, main_projections
 from projections.sealed import register
 from projections.tracking import LEGACY_TRACKING, TRACKING, Tables, read_positions
-from projections.upgrade import EVENTS
+from projections.upgrade import EVENTS, LedgerNotPartitioned
 from projections.worker import ProjectionWorker, ensure_tables
 from tests.projections.test_projection_batches import busy_ledger, snapshot
 
@@ -210,6 +210,10 @@ def test_a_ledger_of_the_release_before_partitions_is_partitioned_as_if_written_
             )
         ).fetchall()
         old_events = {row[0]: (row[1], row[2]) for row in rows}
+
+    # Projections started first refuse: there are no positions to translate into yet.
+    with pytest.raises(LedgerNotPartitioned):
+        ensure_tables(worker.pool, pg_schema, all_projections())
 
     # Two processes start at once: the events are placed once.
     upgraded: list[int] = []
