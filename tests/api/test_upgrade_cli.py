@@ -38,10 +38,24 @@ def test_the_command_partitions_an_old_ledger_once(
         )
         count, applied = row.fetchone()  # type: ignore[misc]
         _as_released_before(conn, t, applied)
+        # An event of no aggregate this ledger knows (it names no user): partition 0.
+        conn.execute(
+            sql.SQL(
+                "INSERT INTO {} (originator_id, originator_version, topic, state)"
+                " VALUES (gen_random_uuid(), 1, 'memledger:Future.Event', '{{}}')"
+            ).format(t[EVENTS])
+        )
 
     first = CliRunner().invoke(cli, ["migrate", "partitions"], env=env)
     assert first.exit_code == 0, first.output
-    assert f"{count} events placed in their users' partitions" in first.output
+    assert f"{count + 1} events placed in their users' partitions" in first.output
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        future = conn.execute(
+            sql.SQL("SELECT partition FROM {} WHERE topic = 'memledger:Future.Event'").format(
+                t[EVENTS]
+            )
+        ).fetchall()
+    assert future == [(0,)]
     assert "rows of: active_memories, audit_log, profile, search_terms" in first.output
 
     again = CliRunner().invoke(cli, ["migrate", "partitions"], env=env)

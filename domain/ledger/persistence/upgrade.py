@@ -107,6 +107,12 @@ def place(datastore: Connections, events: str, partition_of: Callable[[str], int
             prepare=False,
         ).fetchall()
         names = [str(row["user_id"]) for row in rows]
+        ownerless = conn.execute(
+            SQL("SELECT count(*) AS n FROM {} WHERE user_id IS NULL").format(owners),
+            prepare=False,
+        ).fetchone()
+        if ownerless is not None and ownerless["n"]:
+            _log.warning("ledger upgrade: %s aggregates name no user: partition 0", ownerless["n"])
         conn.execute(
             SQL(
                 "CREATE TEMPORARY TABLE {} ON COMMIT DROP AS SELECT * FROM"
@@ -118,7 +124,8 @@ def place(datastore: Connections, events: str, partition_of: Callable[[str], int
         # None left when another process placed them while this one waited: nothing moves.
         placed = conn.execute(_place(table, heads, owners, users), prepare=False).fetchone()
     count = int(placed["placed"]) if placed is not None else 0
-    _log.info("ledger upgrade: %s events placed in their users' partitions", count)
+    if count:
+        _log.info("ledger upgrade: %s events placed in their users' partitions", count)
     return count
 
 
