@@ -27,8 +27,9 @@ import logging
 from typing import Any, Final
 
 from psycopg import Connection
-from psycopg.sql import SQL, Composed, Literal
+from psycopg.sql import SQL, Composed, Identifier, Literal
 
+from domain.ledger.persistence.partitions import HEADS
 from domain.ledger.positions import MAX_PARTITIONS
 from projections.quarantine import QUARANTINE
 from projections.registry import all_projections
@@ -59,14 +60,22 @@ def translate(conn: Connection[Any], t: Tables) -> list[str]:
             " (any memledger command, or serve), then the projections"
         )
     legacy, events, tracking = t[LEGACY_TRACKING], t[EVENTS], t[TRACKING]
+    # Per (projection, partition): the partition's events walked back from its head (its
+    # position index) to the first at or before the old position; notification ids grow with
+    # positions inside a partition, so that is its last one there. A few rows each when the
+    # projections had caught up, whatever the ledger's size.
     conn.execute(
         SQL(
             "INSERT INTO {0} AS k (projection, partition, position)"
-            " SELECT l.projection, e.partition, max(e.position) FROM {1} AS l"
-            " JOIN {2} AS e ON e.notification_id <= l.position"
-            " GROUP BY l.projection, e.partition ON CONFLICT (projection, partition)"
+            " SELECT l.projection, h.partition, x.position FROM {1} AS l CROSS JOIN {3} AS h"
+            " CROSS JOIN LATERAL (SELECT e.position FROM {2} AS e"
+            " WHERE e.partition = h.partition AND e.notification_id <= l.position"
+            " ORDER BY e.position DESC LIMIT 1) AS x"
+            " ON CONFLICT (projection, partition)"
             " DO UPDATE SET position = greatest(k.position, EXCLUDED.position)"
-        ).format(tracking, legacy, events)
+        ).format(
+            tracking, legacy, events, SQL("{}.{}").format(Identifier(t.schema), Identifier(HEADS))
+        )
     )
     rewritten = []
     for projection in all_projections():
