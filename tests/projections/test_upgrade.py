@@ -38,6 +38,7 @@ from domain.ledger.access import AccessEntry
 from domain.ledger.ledger import MemoryLedger
 from domain.ledger.persistence.partitions import HEADS
 from domain.ledger.positions import Legacy, local_of, pack, partition_of
+from domain.ledger.sealing import SealingMapper
 from domain.model.values import Scope
 from projections.envelope import decode_batch
 from projections.registry import all_projections, main_projections
@@ -136,14 +137,20 @@ def _fresh(conn: psycopg.Connection[Any], ledger: MemoryLedger, schema: str) -> 
         for projection in all_projections():
             for statement in projection.create(t):
                 conn.execute(statement)
-    recorder = ledger.store.recorder()
+    recorder, mapper = ledger.store.recorder(), _mapper(ledger)
     for partition in range(recorder.partitions):
-        batch = decode_batch(ledger.mapper, recorder.read_partition(partition, 0, 100_000))
+        batch = decode_batch(mapper, recorder.read_partition(partition, 0, 100_000))
         if batch:
             with conn.transaction(), conn.cursor() as cur:
                 for projection in projections:
                     projection.apply(cur, t, batch)
     return _views(snapshot(conn, t))
+
+
+def _mapper(ledger: MemoryLedger) -> SealingMapper:
+    mapper = ledger.mapper
+    assert isinstance(mapper, SealingMapper)
+    return mapper
 
 
 def _views(rows: Rows) -> Rows:
@@ -242,7 +249,7 @@ def test_a_ledger_of_the_release_before_partitions_is_partitioned_as_if_written_
             )
 
     # The projections: translated once (a second start finds nothing to do), their rows too.
-    register(pg_schema, again.mapper.keys)
+    register(pg_schema, again.keys)
     upgraded_worker = ProjectionWorker(again, worker.pool, pg_schema, main_projections())
     rewritten = ensure_tables(worker.pool, pg_schema, all_projections())
     assert rewritten == sorted(_POSITION_COLUMNS)
