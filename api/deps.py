@@ -11,6 +11,8 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from api.services import Services
 from api.tokens import InvalidToken, verify_token
+from domain.errors import InvalidInput
+from domain.ledger.positions import InvalidPosition, Legacy, parse_token
 from service.caller import Identity
 
 __all__ = ["CurrentIdentity", "MinPosition", "ServicesDep"]
@@ -52,13 +54,28 @@ CurrentIdentity = Annotated[Identity, Depends(_identity, scope="function")]
 
 
 def _min_position(
+    identity: CurrentIdentity,
+    services: ServicesDep,
     min_position: Annotated[
-        int | None,
-        Header(alias="X-Min-Position", ge=0, description="wait for this ledger position"),
+        str | None,
+        Header(
+            alias="X-Min-Position",
+            max_length=40,
+            description="wait for this ledger position (an `X-Position` this service answered)",
+        ),
     ] = None,
 ) -> int | None:
-    return min_position
+    if min_position is None:
+        return None
+    try:
+        position = parse_token(min_position)
+    except InvalidPosition:
+        raise InvalidInput("X-Min-Position", "not a position this service answered") from None
+    if isinstance(position, Legacy):  # from before the ledger was partitioned
+        return services.ledger.legacy_position(identity.user_id, position)
+    return position
 
 
 MinPosition = Annotated[int | None, Depends(_min_position)]
-"""The request's `X-Min-Position`: its reads wait for this ledger position (capped at the head)."""
+"""The request's `X-Min-Position` as a ledger position (domain/ledger/positions.py): its reads
+wait for it (capped at the head of the caller's partition)."""

@@ -259,7 +259,8 @@ class WritePosition:
     thread pool copies the context, not the list); every write notes its ledger position in
     it (`Services.wrote`, which notes the ledger head for a write that appended nothing), and
     the largest is the header: a later `X-Min-Position` with it reads state at least as new.
-    The value is the ledger position in decimal, opaque to clients.
+    The value is the position's opaque token (domain/ledger/positions.py). A request's
+    writes are all its caller's, in one partition: the largest is the latest.
     """
 
     def __init__(self, app: ASGIApp) -> None:
@@ -274,7 +275,7 @@ class WritePosition:
         async def send_with_position(message: Message) -> None:
             start = message["type"] == "http.response.start"
             if start and positions and 200 <= message["status"] < 300:
-                value = str(max(positions)).encode()
+                value = token(max(positions)).encode()
                 headers = [*message.get("headers", []), (b"x-position", value)]
                 message = {**message, "headers": headers}
             await send(message)

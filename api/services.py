@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -17,6 +18,7 @@ from domain import context
 from domain.errors import LedgerUnavailable
 from domain.ledger.access import AccessHit
 from domain.ledger.ledger import MemoryLedger
+from domain.ledger.positions import pack
 from domain.ledger.results import Outcome
 from projections.reads import Reads
 from projections.worker import ProjectionWorker
@@ -91,7 +93,7 @@ class Services:
         if outcome.position:
             with self._lock:
                 self._written[user_id] = max(self._written.get(user_id, 0), outcome.position)
-        note_position(outcome.position or self.ledger.position())
+        note_position(outcome.position or self.ledger.position(user_id))
         return outcome
 
     def record_read(
@@ -145,3 +147,19 @@ class Services:
                 extra={"user_id": user_id},
             )
             raise LedgerUnavailable(f"projections are behind position {position}; retry")
+
+    def wait_for_ledger(self, projections: Sequence[str]) -> None:
+        """Wait (bounded) until the projections read show every event committed before the
+        call, in every partition (an auditor's read of the whole trail); else 503."""
+        if self.worker is None:
+            return
+        left = context.remaining()
+        deadline = time.monotonic() + (
+            self.read_timeout if left is None else min(self.read_timeout, left)
+        )
+        for partition, head in self.ledger.heads().items():
+            timeout = deadline - time.monotonic()
+            if head and not self.worker.wait(
+                pack(partition, head), timeout=max(0.0, timeout), names=projections
+            ):
+                raise LedgerUnavailable(f"projections are behind in partition {partition}; retry")

@@ -8,7 +8,7 @@ for the projections' positions beforehand (service/reading.py).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, Unpack
 from uuid import UUID
@@ -24,6 +24,7 @@ from projections.rows import VersionRow
 from projections.tracking import Tables
 from projections.views import (
     active_memories,
+    audit_feed,
     audit_log,
     candidates,
     memory_versions,
@@ -43,7 +44,9 @@ class Reads:
         self.pool = pool
         self.t = Tables(schema)
 
-    def all(self, query: Composed, params: tuple[Any, ...]) -> list[dict[str, Any]]:
+    def all(
+        self, query: Composed, params: Sequence[Any] | Mapping[str, Any]
+    ) -> list[dict[str, Any]]:
         """Every row of `query` as a dict."""
         with self.pool.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
             cur.execute(query, params)
@@ -91,13 +94,22 @@ class Reads:
     def audit(
         self,
         *,
-        after: int,
+        marks: Mapping[int, int],
+        partitions: Sequence[int],
         limit: int,
         user_id: str | None = None,
         memory_id: UUID | None = None,
-    ) -> list[dict[str, Any]]:
-        """Audit rows after a position, ascending (`audit_log.audit`)."""
-        return audit_log.audit(self, after=after, limit=limit, user_id=user_id, memory_id=memory_id)
+    ) -> tuple[list[dict[str, Any]], dict[int, int]]:
+        """Audit rows after the marks, merged across partitions, and the marks after them
+        (`audit_feed.page`)."""
+        return audit_feed.page(
+            self,
+            marks=marks,
+            partitions=partitions,
+            limit=limit,
+            user_id=user_id,
+            memory_id=memory_id,
+        )
 
     def changes(self, user_id: str, *, after: int, limit: int) -> list[dict[str, Any]]:
         """The user's memory and candidate changes after a position (`audit_log.changes`)."""

@@ -50,7 +50,9 @@ def as_of(
         return False
 
     memories: dict[UUID, Memory] = {}
-    found = envelopes(ledger, wants, after=0, until=None, batch=batch, topics=_MEMORY_TOPICS)
+    found = envelopes(
+        ledger, wants, after=0, until=None, batch=batch, topics=_MEMORY_TOPICS, user_id=user_id
+    )
     for envelope, _ in found:
         event, originator = envelope.event, envelope.originator_id
         previous = memories.get(originator)

@@ -99,7 +99,7 @@ def replay_events(
         None if since is None else utc(since),
         None if before is None else utc(before),
     )
-    found = envelopes(ledger, wanted.wants, after=after, until=until, batch=batch)
+    found = envelopes(ledger, wanted.wants, after=after, until=until, batch=batch, user_id=user_id)
     for envelope, clear in found:
         yield _record(ledger, envelope, clear)
 

@@ -1,13 +1,14 @@
 """Paging through the ledger for replay: filter on each event's clear fields, then decrypt.
 
-`envelopes(ledger, wants, ...)` yields the decoded events that `wants` keeps, in position
-order, with their clear fields. `wants` sees each stored event's clear part (owner, ids,
+`envelopes(ledger, wants, ...)` yields the decoded events that `wants` keeps, each partition's
+in position order, with their clear fields. `wants` sees each stored event's clear part (owner, ids,
 timestamp: never sealed) before anything is decrypted, so events it drops are never unsealed
 and their data keys are never fetched.
 """
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -15,6 +16,7 @@ from typing import Any
 from eventsourcing.persistence import Notification
 
 from domain.ledger.ledger import MemoryLedger
+from domain.ledger.positions import local_of, partition_of
 from domain.ledger.sealing import SealingMapper
 from projections.envelope import Envelope, decode_batch
 
@@ -36,17 +38,46 @@ def envelopes(
     until: int | None,
     batch: int,
     topics: Sequence[str] = (),
+    user_id: str | None = None,
 ) -> Iterator[tuple[Envelope, dict[str, Any]]]:
-    """Page through positions `after < position <= until`, decoding only the events kept.
+    """Page through the ledger, decoding only the events kept.
 
+    Positions order events within a partition only (domain/ledger/positions.py): `after <
+    position <= until` narrows the replay to the partition they name (`user_id`: to the
+    user's). Partitions are merged by the events' time, each one's events in their order.
     `topics`, when given, limits the events read to those topics.
     """
     if batch < 1:
         raise ValueError("batch must be at least 1")
+    named = {partition_of(p) for p in (after, until) if p}
+    if user_id is not None:
+        named.add(ledger.partition(user_id))
+    if len(named) > 1:
+        return  # positions of two partitions (or another user's): no event is between them
+    partitions = sorted(named) or sorted(ledger.heads())
+    streams = [_partition(ledger, wants, p, after, until, batch, topics) for p in partitions]
+    if len(streams) == 1:
+        yield from streams[0]
+    else:
+        yield from heapq.merge(*streams, key=_when)
+
+
+def _partition(
+    ledger: MemoryLedger,
+    wants: Wants,
+    partition: int,
+    after: int,
+    until: int | None,
+    batch: int,
+    topics: Sequence[str],
+) -> Iterator[tuple[Envelope, dict[str, Any]]]:
+    """The kept events of one partition, `after < position <= until`, in order."""
     mapper: SealingMapper = ledger.mapper  # type: ignore[assignment]
-    start = max(after, 0) + 1
-    while until is None or start <= until:
-        notes = ledger.recorder.select_notifications(start, batch, stop=until, topics=topics)
+    recorder = ledger.store.recorder()
+    start = local_of(after) if after and partition_of(after) == partition else 0
+    stop = local_of(until) if until is not None else None
+    while stop is None or start < stop:
+        notes = recorder.read_partition(partition, start, batch, until=stop, topics=topics)
         if not notes:
             return
         clear: dict[int, dict[str, Any]] = {}
@@ -60,7 +91,12 @@ def envelopes(
         dead = ledger.tombstoned(n.originator_id for n in chosen)
         for envelope in decode_batch(mapper, chosen, destroyed=dead):
             yield envelope, clear[envelope.position]
-        start = notes[-1].id + 1
+        start = local_of(notes[-1].id)
+
+
+def _when(pair: tuple[Envelope, dict[str, Any]]) -> tuple[float, int]:
+    at = pair[1].get("timestamp")
+    return (at.timestamp() if isinstance(at, datetime) else float("-inf"), pair[0].position)
 
 
 def utc(at: datetime) -> datetime:

@@ -13,6 +13,8 @@ from uuid import UUID
 
 from domain.errors import PolicyDenied
 from domain.ledger.access import AccessHit
+from domain.ledger.positions import pack
+from projections import cursors
 from projections.views.audit_log import AuditLog
 from projections.views.profile import Profile
 from replay import ReplayQuery, replay
@@ -22,6 +24,7 @@ from service.ports import Ports
 __all__ = ["AUDITOR_ROLE", "as_of", "events", "require_auditor"]
 
 AUDITOR_ROLE: Final = "auditor"
+_TAG: Final = "a2"  # an audit cursor: where each partition was left
 
 
 def require_auditor(caller: Identity) -> None:
@@ -34,19 +37,56 @@ def events(
     ports: Ports,
     caller: Identity,
     *,
-    after: int = 0,
+    after: str | None = None,
     limit: int = 100,
     user_id: str | None = None,
     memory_id: UUID | None = None,
-) -> list[dict[str, Any]]:
-    """Ledger events after `after`, ascending, including every event committed before the
-    call (the projections are awaited, bounded: LedgerUnavailable rather than a page that
-    silently misses events)."""
+) -> tuple[list[dict[str, Any]], str]:
+    """Ledger events after the cursor `after` (None: from the start), and the cursor of the
+    next page (`after` again when nothing is newer). The page includes every event committed
+    before the call (the projections are awaited, bounded: LedgerUnavailable rather than a
+    page that silently misses events). One user's events are read from their partition only.
+    """
     require_auditor(caller)
-    # The ledger head covers any X-Min-Position that can exist; a larger one cannot be awaited.
+    marks = _marks(ports, after)
+    partitions = (
+        [ports.ledger.partition(user_id)] if user_id is not None else sorted(ports.ledger.heads())
+    )
     # The trail is audit_log's rows with the profile's changes beside them: both are awaited.
-    ports.wait_for(caller.user_id, ports.ledger.position(), [AuditLog.name, Profile.name])
-    return ports.reads.audit(after=after, limit=limit, user_id=user_id, memory_id=memory_id)
+    ports.wait_for_ledger([AuditLog.name, Profile.name])
+    rows, moved = ports.reads.audit(
+        marks=marks, partitions=partitions, limit=limit, user_id=user_id, memory_id=memory_id
+    )
+    return rows, (_cursor(moved) if rows or after is None else after)
+
+
+def _marks(ports: Ports, after: str | None) -> dict[int, int]:
+    """Where each partition was left, from a cursor of this feed or a position given out
+    before the ledger was partitioned (a decimal notification id: every event up to it)."""
+    if after is None:
+        return {}
+    if after.isdigit() and len(after) <= 18:
+        legacy = int(after)
+        recorder = ports.ledger.store.recorder()
+        if not legacy:
+            return {}
+        return {p: recorder.legacy_position(p, legacy) for p in range(recorder.partitions)}
+
+    def parse(values: list[Any]) -> dict[int, int]:
+        tag, *pairs = values
+        if tag != _TAG:
+            raise ValueError(after)
+        marks = {}
+        for partition, local in pairs:
+            pack(partition, local)  # InvalidPosition (a ValueError) for any impossible pair
+            marks[partition] = local
+        return marks
+
+    return cursors.decode(after, parse)
+
+
+def _cursor(marks: dict[int, int]) -> str:
+    return cursors.encode(_TAG, *([p, local] for p, local in sorted(marks.items()) if local))
 
 
 def as_of(

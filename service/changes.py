@@ -20,6 +20,7 @@ from datetime import datetime
 from typing import Any, Final
 from uuid import UUID
 
+from domain.ledger.positions import Legacy
 from projections import cursors
 from projections.reads import Reads
 from projections.views.audit_log import AuditLog
@@ -30,7 +31,8 @@ from service.reading import fresh_reads
 __all__ = ["MAX_LIMIT", "Change", "ChangePage", "decode_cursor", "follow", "now", "page"]
 
 MAX_LIMIT: Final = 1000
-_TAG: Final = "c1"  # a change-feed cursor, version 1
+_TAG: Final = "c2"  # a change-feed cursor, version 2: a partitioned ledger position
+_LEGACY_TAG: Final = "c1"  # version 1: a global position from before partitions
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,9 +55,10 @@ class ChangePage:
     next_after: str
 
 
-def now(ports: Ports) -> str:
-    """The cursor of "from now": the ledger's head (every later change comes after it)."""
-    return _encode(ports.ledger.position())
+def now(ports: Ports, caller: Identity) -> str:
+    """The cursor of "from now": the head of the user's partition (every later change of
+    theirs comes after it)."""
+    return _encode(ports.ledger.position(caller.user_id))
 
 
 def page(
@@ -72,21 +75,27 @@ def page(
     change it just made; changes not projected yet come with a later page.
     """
     if after is None:
-        return ChangePage([], now(ports))
+        return ChangePage([], now(ports, caller))
     decode_cursor(after)
     return _read(
-        fresh_reads(ports, caller.user_id, min_position, AuditLog.name), caller, after, limit
+        ports,
+        fresh_reads(ports, caller.user_id, min_position, AuditLog.name),
+        caller,
+        after,
+        limit,
     )
 
 
 def follow(ports: Ports, caller: Identity, after: str, limit: int = 100) -> ChangePage:
     """As `page`, without waiting for any projection: a stream's next look (what is not
     projected yet comes with a later look)."""
-    return _read(ports.reads, caller, after, limit)
+    return _read(ports, ports.reads, caller, after, limit)
 
 
-def _read(reads: Reads, caller: Identity, after: str, limit: int) -> ChangePage:
+def _read(ports: Ports, reads: Reads, caller: Identity, after: str, limit: int) -> ChangePage:
     position = decode_cursor(after)
+    if isinstance(position, Legacy):
+        position = ports.ledger.legacy_position(caller.user_id, position)
     rows = reads.changes(caller.user_id, after=position, limit=max(1, min(limit, MAX_LIMIT)))
     items = [
         Change(
@@ -102,16 +111,17 @@ def _read(reads: Reads, caller: Identity, after: str, limit: int) -> ChangePage:
     return ChangePage(items, items[-1].cursor if items else after)
 
 
-def decode_cursor(cursor: str) -> int:
-    """The ledger position a cursor of this feed names; InvalidCursor (422) for any other."""
+def decode_cursor(cursor: str) -> int | Legacy:
+    """The ledger position a cursor of this feed names (`Legacy`: a version 1 cursor);
+    InvalidCursor (422) for any other."""
 
-    def parse(values: list[Any]) -> int:
+    def parse(values: list[Any]) -> int | Legacy:
         tag, position = values
-        if tag != _TAG or not isinstance(position, int) or isinstance(position, bool):
+        if tag not in (_TAG, _LEGACY_TAG) or not isinstance(position, int):
             raise ValueError(cursor)
-        if position < 0:
+        if isinstance(position, bool) or position < 0:
             raise ValueError(cursor)
-        return position
+        return position if tag == _TAG else Legacy(position)
 
     return cursors.decode(cursor, parse)
 

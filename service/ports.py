@@ -111,3 +111,8 @@ class Ports(Protocol):
     ) -> None:
         """Wait (bounded) until these projections show the user's writes; else unavailable."""
         ...
+
+    def wait_for_ledger(self, projections: Sequence[str]) -> None:
+        """Wait (bounded) until these projections show every event committed before the
+        call, in every partition; else unavailable."""
+        ...

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from domain.ledger.positions import partition_of
 from projections.reads import Reads
 from service.ports import Ports
 
@@ -12,9 +13,15 @@ def fresh_reads(ports: Ports, user_id: str, min_position: int | None, *projectio
     """The reads, once `projections` (the ones the use case reads) show the user's own earlier
     writes and `min_position` (X-Min-Position); it waits for no other projection.
 
-    A position the ledger has not reached yet cannot be waited for: it is capped at the head.
-    Past the wait's bound: LedgerUnavailable (a stale read could show a forgotten memory).
+    A position the ledger has not reached yet cannot be waited for: it is capped at the head
+    of the user's partition; one of another partition (another user's write) changes nothing
+    the user reads. Past the wait's bound: LedgerUnavailable (a stale read could show a
+    forgotten memory).
     """
-    at_least = min(min_position, ports.ledger.position()) if min_position else 0
+    at_least = 0
+    if min_position:
+        head = ports.ledger.position(user_id)
+        if partition_of(min_position) == partition_of(head):
+            at_least = min(min_position, head)
     ports.wait_for(user_id, at_least, projections)
     return ports.reads

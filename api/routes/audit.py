@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Annotated
 from uuid import UUID
 
-from fastapi import APIRouter, Header, Query
+from fastapi import APIRouter, Query
 
 from api.deps import CurrentIdentity, ServicesDep
 from api.schemas.audit import AuditEvent, AuditPage
@@ -28,25 +28,26 @@ router = APIRouter(prefix="/audit", tags=["audit"], route_class=UserRoute)
 def audit_events(
     identity: CurrentIdentity,
     services: ServicesDep,
-    after: Annotated[int, Query(ge=0, description="return events after this position")] = 0,
+    after: Annotated[
+        str | None,
+        Query(
+            max_length=8000,
+            description="the previous page's `next_after`, unchanged (an opaque cursor)",
+        ),
+    ] = None,
     limit: Annotated[int, Query(ge=1, le=1000, description="at most this many events")] = 100,
     user_id: Annotated[
         str | None, Query(max_length=MAX_ID_CHARS, pattern=ID_PATTERN, description="a user id")
     ] = None,
     memory_id: UUID | None = None,
-    min_position: Annotated[
-        int | None,
-        Header(alias="X-Min-Position", ge=0, description="wait for this ledger position"),
-    ] = None,
 ) -> AuditPage:
-    """Ledger events after `after`, ascending; `next_after` is the `after` of the next page.
-
-    The answer includes every event committed before the request arrived (the projection is
-    awaited, bounded; when it cannot catch up in time the answer is 503, never a page that
-    silently misses events).
+    """Ledger events after `after`: each partition in order, partitions merged by time;
+    `next_after` is the `after` of the next page. The answer includes every event committed
+    before the request arrived (the projection is awaited, bounded; when it cannot catch up in
+    time the answer is 503, never a page that silently misses events).
     """
-    rows = audit.events(
+    rows, next_after = audit.events(
         services, identity, after=after, limit=limit, user_id=user_id, memory_id=memory_id
     )
     items = [AuditEvent.model_validate(row) for row in rows]
-    return AuditPage(items=items, next_after=items[-1].position if items else after)
+    return AuditPage(items=items, next_after=next_after)

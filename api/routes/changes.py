@@ -88,7 +88,7 @@ def list_changes(
         )
     start = last_event_id or after
     if start is None:
-        start = changes.now(services)
+        start = changes.now(services, identity)
     else:
         changes.decode_cursor(start)  # InvalidCursor: 422 before the stream starts
     slot = _Slot(services.limits, identity.user_id)  # UserBusy: 429 past the user's streams

@@ -15,7 +15,11 @@ class AuditEvent(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    position: int = Field(ge=1, description="the event's position in the ledger (ascending)")
+    position: int = Field(
+        ge=1,
+        description="the event's ledger position: it strictly increases among one user's "
+        "events; across users it identifies, the page order follows commit time",
+    )
     event_id: UUID
     event_type: str = Field(
         description="`memory.created`, `memory.updated`, `memory.version_restored`, "
@@ -44,11 +48,10 @@ class AuditEvent(BaseModel):
 
 
 class AuditPage(BaseModel):
-    """A page of audit events, ascending position."""
+    """A page of audit events: each partition's in position order, partitions merged by time."""
 
     items: list[AuditEvent]
-    next_after: int = Field(
-        ge=0,
-        description="pass as `after` for the next page: the position of the last item returned, "
-        "or the `after` given when the page is empty (poll again later with the same value)",
+    next_after: str = Field(
+        description="pass as `after` for the next page, unchanged (an opaque cursor); the "
+        "`after` given when the page is empty (poll again later with the same value)",
     )

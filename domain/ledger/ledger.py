@@ -106,8 +106,9 @@ class MemoryLedger(Application[UUID]):
         self.record_access = self.access_log.record
         self.position = self.store.position
         self.recorded = self.store.recorded
+        self.heads = self.store.heads
+        self.legacy_position = self.store.legacy_position
         self.partition = self.store.partition
-        self.translate = self.store.translate
 
     def follow_revocations(self, wait: float = 5.0) -> bool:
         """Drop from this process's key cache every key another process destroys, as its

@@ -177,15 +177,18 @@ class AggregateStore:
         with outage_unavailable():
             return pack(partition, self.recorder().heads()[partition])
 
-    def translate(self, user_id: str, position: int | Legacy) -> int:
-        """A position a client of the user sent, as a ledger position: one from before
-        partitions (`Legacy`, a global notification id) becomes the position in the user's
-        partition that it covered (persistence/upgrade.py); others are already one."""
-        if not isinstance(position, Legacy):
-            return position
+    def heads(self) -> dict[int, int]:
+        """Every partition's latest position within it."""
+        with outage_unavailable():
+            return self.recorder().heads()
+
+    def legacy_position(self, user_id: str, legacy: Legacy) -> int:
+        """The position in the user's partition that a position given out before the ledger
+        was partitioned (a global notification id) stands for: the user's last event at or
+        before it (the upgrade kept the events' notification ids)."""
         partition = self.partition(user_id)
         with outage_unavailable():
-            local = self.recorder().legacy_position(partition, position.notification_id)
+            local = self.recorder().legacy_position(partition, legacy.notification_id)
         return pack(partition, local)
 
     def recorded(self) -> int:

@@ -240,6 +240,8 @@ class ReadSource(Protocol):
 
     t: Tables
 
-    def all(self, query: Composed, params: tuple[Any, ...]) -> list[dict[str, Any]]:
+    def all(
+        self, query: Composed, params: Sequence[Any] | Mapping[str, Any]
+    ) -> list[dict[str, Any]]:
         """Every row of `query` as a dict."""
         ...

@@ -22,14 +22,13 @@ from projections.base import Projection
 from projections.envelope import Envelope, EventKinds, event_id
 from projections.tracking import Tables
 from projections.views._rows import ReadSource, copy_rows
-from projections.views.profile_changes import TABLE as PROFILE_CHANGES
 from projections.views.profile_rules import FIELDS
 
 __all__ = [
     "CHANGE_TYPES",
     "EVENT_TYPES",
+    "MAX_CHANGES",
     "AuditLog",
-    "audit",
     "changes",
     "event_type",
     "forgotten_scope",
@@ -178,6 +177,8 @@ class AuditLog(Projection):
             ).format(table),
             t.create_index("audit_log", "user", "(user_id, position)"),
             t.create_index("audit_log", "memory", "(memory_id, position)"),
+            # The whole trail is read partition by partition (projections/views/audit_feed.py).
+            t.create_index("audit_log", "partition", "((position & 1023), position)"),
         ]
 
     def apply(self, cur: Cursor[Any], t: Tables, batch: Sequence[Envelope]) -> None:
@@ -186,52 +187,8 @@ class AuditLog(Projection):
 
 # -- queries -----------------------------------------------------------------------------------
 
-_MAX_CHANGES = len(FIELDS)  # profile changes one event can cause: one per field at most
-
-
-def audit(
-    src: ReadSource,
-    *,
-    after: int,
-    limit: int,
-    user_id: str | None = None,
-    memory_id: UUID | None = None,
-) -> list[dict[str, Any]]:
-    """Audit rows after a position, ascending; never content or keys.
-
-    Each ledger event's row is followed by the profile changes it caused (same position,
-    `memory.projection_created` / `_removed`, from the profile projection). A page never
-    splits one position's rows, so paging by position loses none: when the `limit`-th row
-    is not its position's last, that position is left for the next page, unless it is the
-    page's only one (then all its rows come, a few more than `limit`).
-    """
-    where = [SQL("position > %s")]
-    params: list[Any] = [after]
-    if user_id is not None:
-        where.append(SQL("user_id = %s"))
-        params.append(user_id)
-    if memory_id is not None:
-        where.append(SQL("memory_id = %s"))
-        params.append(memory_id)
-    condition = SQL(" AND ").join(where)
-    query = SQL(
-        "SELECT position, 0 AS seq, event_id, event_type, memory_id, user_id, scope_type,"
-        " workspace_type, revision, content_hash, occurred_at, request_id FROM {audit}"
-        " WHERE {condition}"
-        " UNION ALL SELECT position, seq, event_id, event_type, memory_id, user_id,"
-        " scope_type, workspace_type, revision, NULL, occurred_at, request_id FROM {changes}"
-        " WHERE {condition} ORDER BY position, seq LIMIT %s"
-    ).format(audit=src.t["audit_log"], changes=src.t[PROFILE_CHANGES], condition=condition)
-    rows = src.all(query, (*params, *params, limit + 1))
-    if len(rows) > limit:
-        last = rows[limit]["position"]
-        rows = [r for r in rows[:limit] if r["position"] != last]
-        if not rows:  # one position holds more rows than the limit: return them all
-            rows = src.all(query, (*params, *params, limit + _MAX_CHANGES + 1))
-            rows = [r for r in rows if r["position"] == last]
-    for row in rows:
-        del row["seq"]
-    return rows
+MAX_CHANGES: Final = len(FIELDS)
+"""Profile changes one event can cause: one per field at most."""
 
 
 CHANGE_TYPES: Final = tuple(

@@ -87,6 +87,7 @@ def create_statements(t: Tables) -> list[Composed]:
         ).format(table),
         t.create_index(TABLE, "user", "(user_id, position)"),
         t.create_index(TABLE, "memory", "(memory_id, position)"),
+        t.create_index(TABLE, "partition", "((position & 1023), position)"),
     ]
 
 

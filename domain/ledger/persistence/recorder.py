@@ -153,6 +153,12 @@ class LedgerRecorder(PostgresApplicationRecorder):
         )
         self._sql_partition = render(partitioning.select_partition(schema, self.events_table_name))
         self._sql_heads = render(partitioning.select_heads(schema))
+        self._sql_legacy = render(
+            SQL(
+                "SELECT max(position) AS position FROM {}.{}"
+                " WHERE partition = %s AND notification_id <= %s"
+            ).format(Identifier(schema), Identifier(self.events_table_name))
+        )
         self.sql_create_statements.extend(
             partitioning.create_statements(
                 schema, self.events_table_name, partitioning.partitions_from_env()
@@ -215,17 +221,16 @@ class LedgerRecorder(PostgresApplicationRecorder):
         (persistence/upgrade.py)."""
         return upgrade.place(self.datastore, self.events_table_name, partition_of)
 
-    def legacy_position(self, partition: int, notification_id: int) -> int:
-        """The partition's own position that a position from before partitions (a global
-        notification id, `positions.Legacy`) stands for (0: none of its events before it)."""
-        return upgrade.legacy_position(
-            self.datastore, self.events_table_name, partition, notification_id
-        )
-
     def heads(self) -> dict[int, int]:
         """Every partition's last position within it (0: empty)."""
         rows = reads.fetch_all(self.datastore, self._sql_heads, ())
         return {int(row["partition"]): int(row["position"]) for row in rows}
+
+    def legacy_position(self, partition: int, notification_id: int) -> int:
+        """The partition's last position among events whose notification id (the global
+        position before partitions) is at most `notification_id` (0: none)."""
+        rows = reads.fetch_all(self.datastore, self._sql_legacy, (partition, notification_id))
+        return int(rows[0]["position"] or 0) if rows else 0
 
     def read_partition(
         self,

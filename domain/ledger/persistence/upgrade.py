@@ -35,7 +35,7 @@ from domain.ledger.persistence.partitions import HEADS
 from domain.ledger.persistence.reads import Connections, render
 from domain.ledger.persistence.sealed_state import clear_json
 
-__all__ = ["legacy_position", "place", "unplaced"]
+__all__ = ["place", "unplaced"]
 
 _log = logging.getLogger(__name__)
 _OWNERS = "memledger_upgrade_owners"
@@ -58,24 +58,6 @@ def unplaced(datastore: Connections, events: str) -> bool:
         _table(datastore.schema, events)
     )
     return reads.fetch_one(datastore, render(statement)) is not None
-
-
-def legacy_position(
-    datastore: Connections, events: str, partition: int, notification_id: int
-) -> int:
-    """The partition's position that a pre-partitioning global position `notification_id`
-    stands for: its last event at or before that notification (0: none).
-
-    Inside a partition notification ids grow with positions (the upgrade kept the old order;
-    a save draws its id under its head's lock), so this is the partition's share of what the
-    old position covered.
-    """
-    statement = SQL(
-        "SELECT coalesce(max(position), 0) AS position FROM {}"
-        " WHERE partition = %s AND notification_id <= %s"
-    ).format(_table(datastore.schema, events))
-    row = reads.fetch_one(datastore, render(statement), (partition, notification_id))
-    return int(row["position"]) if row is not None else 0
 
 
 def place(datastore: Connections, events: str, partition_of: Callable[[str], int]) -> int:
