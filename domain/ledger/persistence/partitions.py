@@ -80,11 +80,6 @@ def create_statements(schema: str, events: str, partitions: int) -> list[Compose
         SQL("CREATE UNIQUE INDEX IF NOT EXISTS {} ON {} (partition, position)").format(
             Identifier(f"{events}_partition_position_idx"), events_table
         ),
-        # The rows the upgrade has still to place (persistence/upgrade.py): empty once it ran,
-        # so finding that nothing is left is one probe of an empty index at every start.
-        SQL("CREATE INDEX IF NOT EXISTS {} ON {} (notification_id) WHERE partition IS NULL").format(
-            Identifier(unplaced_index(events)), events_table
-        ),
         SQL(
             "CREATE TABLE IF NOT EXISTS {} ("
             " partition int PRIMARY KEY,"
@@ -95,6 +90,12 @@ def create_statements(schema: str, events: str, partitions: int) -> list[Compose
             "INSERT INTO {0} (partition) SELECT p FROM generate_series(0, {1}) AS p"
             " WHERE NOT EXISTS (SELECT 1 FROM {0})"
         ).format(heads, Literal(partitions - 1)),
+        # The rows the upgrade has still to place (persistence/upgrade.py): empty once it ran,
+        # so finding that nothing is left is one probe of an empty index at every start.
+        # Last: the recorder runs this DDL unless the schema holds it (`unplaced_index`).
+        SQL("CREATE INDEX IF NOT EXISTS {} ON {} (notification_id) WHERE partition IS NULL").format(
+            Identifier(unplaced_index(events)), events_table
+        ),
     ]
 
 

@@ -181,14 +181,14 @@ class LedgerRecorder(PostgresApplicationRecorder):
                 " AND topic = ANY(%s)"
             ).format(Identifier(datastore.schema), Identifier(self.events_table_name))
         )
-        # The heads table is what the last DDL statement makes (the partitions' statements
-        # go after the side tables'): a ledger of the release before partitions has the side
-        # tables' LAST_CREATED but not this, and gets the partition columns and heads.
+        # What the last DDL statement makes (the partitions' statements go after the side
+        # tables'): a ledger of the release before partitions has the side tables'
+        # LAST_CREATED but not this, and gets the partition columns and heads.
         self._sql_last_created = render(
             SQL(
                 "SELECT 1 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
                 " WHERE n.nspname = {} AND c.relname = {}"
-            ).format(Literal(schema), Literal(partitioning.HEADS))
+            ).format(Literal(schema), Literal(partitioning.unplaced_index(self.events_table_name)))
         )
         # The clear part is read only for the topics asked for (CASE: not for other events).
         self._sql_originators = render(
