@@ -26,6 +26,9 @@ class Projection(ABC):
     name: ClassVar[str]
     tables: ClassVar[tuple[str, ...]]
     """The logical names of its tables: by default the one table named like the projection."""
+    stores_positions: ClassVar[bool] = False
+    """True when its tables have a `position` column holding ledger positions: the upgrade
+    of a ledger from before partitions rewrites them (projections/upgrade.py)."""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

@@ -6,8 +6,9 @@ migration). So each statement here runs in a transaction of its own with `SET LO
 lock_timeout` (MEMLEDGER_LOCK_TIMEOUT, 5 s by default):
 
 - a missing table is created (CREATE TABLE IF NOT EXISTS takes no lock on a table that
-  exists), and the tables of a layout an older release made are dropped (projections/layout.py):
-  both are needed, so a lock timeout is retried a few times, then start-up fails, saying why;
+  exists), the tracking of the release before partitions translated (projections/upgrade.py),
+  and the tables of a layout an older release made are dropped (projections/layout.py):
+  all are needed, so a lock timeout is retried a few times, then start-up fails, saying why;
 - what is maintenance only (an index, a table's autovacuum options, an index dropped) is
   skipped with a warning when its table stays locked, and done at the next start: the other
   statements of the same projection are skipped too (they would wait on the same tables).
@@ -26,7 +27,7 @@ from psycopg import Connection
 from psycopg.sql import SQL, Composed
 from psycopg_pool import ConnectionPool
 
-from projections import layout
+from projections import layout, upgrade
 from projections.base import Projection
 from projections.quarantine import create_quarantine
 from projections.rebuild.leftovers import drop_leftovers
@@ -49,7 +50,7 @@ def ensure_tables(
     projections: Sequence[Projection],
     *,
     lock_timeout: float = 5.0,
-) -> None:
+) -> list[str]:
     """Create the live tables of every projection, the tracking and quarantine tables, if
     missing; the tables of a projection an older release laid out otherwise are dropped and
     projected again from the log (projections/layout.py); a killed rebuild's tables dropped.
@@ -59,6 +60,9 @@ def ensure_tables(
     table's lock while waiting for another's, which a running worker's batch (a rolling
     restart) could hold the other way round. The statements are idempotent; a session-level
     advisory lock keeps two starting processes from interleaving them.
+
+    Returns the projections whose rows' positions the upgrade from the release before
+    partitions rewrote ([] but at that first start: projections/upgrade.py).
     """
     t = Tables(schema)
     key = lock_key(schema, "ddl")
@@ -69,6 +73,9 @@ def ensure_tables(
         try:
             for statement in [*create_tracking(t), *create_quarantine(t)]:
                 _needed(conn, lock_timeout, "tracking", lambda s=statement: conn.execute(s))
+            # Tracked before the ledger had partitions: translated, once (projections/upgrade.py).
+            again: list[str] = []
+            _needed(conn, lock_timeout, "upgrade", lambda: again.extend(upgrade.translate(conn, t)))
             older = layout.stale(conn, projections, t)
             if older:  # laid out by an older release: projected again from the log
                 names = ", ".join(p.name for p in older)
@@ -76,6 +83,7 @@ def ensure_tables(
             for projection in projections:
                 _create(conn, projection, t, lock_timeout)
             drop_leftovers(conn, schema, lock_timeout)
+            return again
         finally:
             try:
                 with conn.transaction():

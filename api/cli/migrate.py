@@ -17,6 +17,7 @@ from api.cli.common import (
     EXIT_OK,
     complete_shredding,
     fail,
+    load_settings,
     open_ledger,
     require_user,
 )
@@ -90,6 +91,37 @@ def migrate_legacy_command(
         except (LegacyFormatError, UserMapError, OSError) as error:
             _fail(f"migrate legacy: {error}")
     raise typer.Exit(run.exit_code)
+
+
+@migrate_app.command("partitions")
+def migrate_partitions_command() -> None:
+    """Partition a ledger written before partitions: its events placed in their users'
+    partitions (in their old order), the projections' positions translated, in their
+    tracking and in their rows (nothing is projected again).
+
+    Every start of this release does the same on its own; this runs it alone and says what
+    it did. Running it again does nothing.
+    """
+    from api.bootstrap import build_pool, resolve_database_url
+    from projections.registry import all_projections
+    from projections.startup import ensure_tables
+
+    settings = load_settings()
+    with open_ledger("memledger migrate partitions:") as ledger:
+        placed = ledger.upgraded
+        pool = build_pool(settings, resolve_database_url(settings))
+        try:
+            again = ensure_tables(
+                pool, settings.db_schema, all_projections(), lock_timeout=settings.lock_timeout
+            )
+        finally:
+            pool.close()
+    if placed:
+        typer.echo(f"{placed} events placed in their users' partitions")
+    else:
+        typer.echo("no event without a partition: the ledger is partitioned")
+    if again:
+        typer.echo(f"positions translated, in the tracking and the rows of: {', '.join(again)}")
 
 
 def export_command(

@@ -71,6 +71,11 @@ class MemoryLedger(Application[UUID]):
         super().__init__(env=dict(env))  # builds the key store, in `construct_mapper`
         self.hashes = KeyedHashes(self.keys)
         self.store = AggregateStore(self, self.keys, self.hashes, Lookups(self._datastore))
+        # A ledger of the release before partitions is partitioned here, before any save
+        # (once: later starts find nothing to place; persistence/upgrade.py).
+        self.upgraded = self.store.recorder().upgrade(self.store.partition)
+        """How many events this start placed in partitions (0 but on the first start after
+        the release before partitions)."""
         self.memories = MemoryCommands(self.store, self.clock)
         self.candidates = CandidateCommands(self.memories, self.clock)
         self.forgetting = Forgetting(self.store, self.store.recorder(), self.clock)

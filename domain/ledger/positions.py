@@ -11,7 +11,8 @@ partition too, packed into one integer, `local << PARTITION_BITS | partition`:
 
 At the HTTP boundary a position travels as an opaque token (`X-Position`, cursors): `token`
 and `parse_token`. A decimal number from a release before partitions (a global notification
-id) parses as `Legacy`, which a reader translates against the ledger (`MemoryLedger.translate`).
+id) parses as `Legacy`, which a reader translates against the ledger
+(`MemoryLedger.legacy_position`).
 """
 
 from __future__ import annotations

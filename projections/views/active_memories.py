@@ -48,6 +48,7 @@ class ActiveMemories(Projection):
     """One row per live memory; a forgotten memory leaves none."""
 
     name = "active_memories"
+    stores_positions = True
 
     def create(self, t: Tables) -> list[Composed]:
         table = t["active_memories"]

@@ -154,6 +154,7 @@ class AuditLog(Projection):
     """Security trail of the ledger (versions, not audit, are where content may be seen)."""
 
     name = "audit_log"
+    stores_positions = True
 
     def create(self, t: Tables) -> list[Composed]:
         table = t["audit_log"]

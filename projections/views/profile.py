@@ -79,6 +79,7 @@ class Profile(Projection):
 
     name = "profile"
     tables = ("profile_sources", "profile_memories", profile_changes.TABLE)
+    stores_positions = True  # profile_changes: each change at its event's position
 
     def create(self, t: Tables) -> list[Composed]:
         return [

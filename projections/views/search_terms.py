@@ -107,6 +107,7 @@ class SearchTerms(Projection):
     """One row per live memory (active or suppressed) with its search terms."""
 
     name = "search_terms"
+    stores_positions = True
 
     def create(self, t: Tables) -> list[Composed]:
         table = t["search_terms"]

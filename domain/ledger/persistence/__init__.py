@@ -20,6 +20,7 @@ eventsourcing.postgres or any library's internals (import-linter enforces the im
     reads       one-statement reads in autocommit, retried on a dropped connection
     codec       the sealing mapper's fast JSON and event construction
     sealed_state  `clear_json`: the sealed format's clear part, in SQL
+    upgrade     a ledger of the release before partitions placed in partitions at start
 
 Library internals relied on, each with the test that pins it (tests/domain/ledger/...):
 

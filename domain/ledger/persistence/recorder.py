@@ -12,7 +12,8 @@ and the command's own saves, on this thread, run on the session that holds it.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+import hashlib
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
@@ -31,7 +32,7 @@ from psycopg.sql import SQL, Composable, Identifier, Literal
 
 from domain.context import on_outage
 from domain.ledger.persistence import partitions as partitioning
-from domain.ledger.persistence import pipeline, reads
+from domain.ledger.persistence import pipeline, reads, upgrade
 from domain.ledger.persistence.notifier import Notifier
 from domain.ledger.persistence.pipeline import Statement, oid
 from domain.ledger.persistence.pool import persistence_error, pinned, with_connection
@@ -41,7 +42,6 @@ from domain.ledger.persistence.tables import (
     DATA_KEYS,
     FINGERPRINTS,
     KEY_CLAIMS,
-    LAST_CREATED,
     STALE_KEY_CONSTRAINTS,
     Claim,
     Fingerprint,
@@ -165,6 +165,14 @@ class LedgerRecorder(PostgresApplicationRecorder):
                 schema, self.events_table_name, partitioning.partitions_from_env()
             )
         )
+        # Two processes running this DDL at once (starting together on a new schema, or on
+        # one of the release before partitions) would deadlock: each holds the SHARE lock of
+        # a CREATE INDEX on the events table and waits for the other's to take the ALTER's.
+        # So the transaction first waits, however long, for any other's to commit.
+        self.sql_create_statements[:0] = [
+            SQL("SELECT set_config('lock_timeout', {}, true)").format(Literal("0")),
+            SQL("SELECT pg_advisory_xact_lock({})").format(Literal(_ddl_lock(schema))),
+        ]
         self.partitions = 0
         """How many partitions the ledger has (read from its heads by `create_table`)."""
 
@@ -174,11 +182,14 @@ class LedgerRecorder(PostgresApplicationRecorder):
                 " AND topic = ANY(%s)"
             ).format(Identifier(datastore.schema), Identifier(self.events_table_name))
         )
+        # What the last DDL statement makes (the partitions' statements go after the side
+        # tables'): a ledger of the release before partitions has the side tables'
+        # LAST_CREATED but not this, and gets the partition columns and heads.
         self._sql_last_created = render(
             SQL(
                 "SELECT 1 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
                 " WHERE n.nspname = {} AND c.relname = {}"
-            ).format(Literal(schema), Literal(LAST_CREATED))
+            ).format(Literal(schema), Literal(partitioning.unplaced_index(self.events_table_name)))
         )
         # The clear part is read only for the topics asked for (CASE: not for other events).
         self._sql_originators = render(
@@ -204,6 +215,12 @@ class LedgerRecorder(PostgresApplicationRecorder):
         else:
             super().create_table()
         self.partitions = len(self.heads())
+
+    def upgrade(self, partition_of: Callable[[str], int]) -> int:
+        """Place the events written before partitions existed in their users' partitions
+        (`partition_of`: a user id's partition); how many were placed, 0 once done
+        (persistence/upgrade.py)."""
+        return upgrade.place(self.datastore, self.events_table_name, partition_of)
 
     def heads(self) -> dict[int, int]:
         """Every partition's last position within it (0: empty)."""
@@ -403,6 +420,12 @@ class LedgerRecorder(PostgresApplicationRecorder):
             msg = f"got {len(ids)} positions for {len(placed)} events"
             raise ProgrammingError(msg)
         return {i: pack(p, local) for (p, i), local in zip(placed, ids, strict=True)}
+
+
+def _ddl_lock(schema: str) -> int:
+    """The advisory lock id of the ledger's DDL in this schema."""
+    digest = hashlib.sha256(f"memledger/{schema}/ledger-ddl".encode()).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
 
 
 def record(

@@ -50,7 +50,8 @@ STALE_KEY_CONSTRAINTS: Final = frozenset({_CLAIM_KEY_FK, _PRINT_KEY_FK})
 LAST_CREATED = FINGERPRINTS + "_key_idx"
 """What the last of `create_statements` creates: all of them commit in one transaction (the
 library's `create_table`), so a schema holding it holds everything they create. A statement
-added later goes last and names its own object here."""
+added later goes last and names its own object here. (The recorder runs the partitions' DDL
+after these: it checks for their last object, persistence/partitions.py.)"""
 
 
 @dataclass(frozen=True, slots=True)

@@ -51,7 +51,8 @@ def test_a_backup_of_the_events_table_alone_cannot_be_decrypted(
             conn.execute(
                 sql.SQL(
                     "INSERT INTO {}.memledger_events (originator_id, originator_version, topic,"
-                    " state) SELECT originator_id, originator_version, topic, state"
+                    " state, partition, position, recorded_at) SELECT originator_id,"
+                    " originator_version, topic, state, partition, position, recorded_at"
                     " FROM {}.memledger_events"
                 ).format(sql.Identifier(restored_schema), sql.Identifier(pg_schema))
             )
