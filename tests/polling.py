@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Any
 
-__all__ = ["until"]
+from domain.ledger.positions import pack
+
+__all__ = ["caught_up", "until"]
 
 
 def until(condition: Callable[[], bool], seconds: float = 20.0, step: float = 0.05) -> bool:
@@ -17,3 +20,14 @@ def until(condition: Callable[[], bool], seconds: float = 20.0, step: float = 0.
             return True
         time.sleep(step)
     return condition()
+
+
+def caught_up(worker: Any, ledger: Any, seconds: float = 30.0) -> bool:
+    """True once `worker`'s projections reached the head of every ledger partition (as it is
+    when called), waiting at most `seconds` in all."""
+    deadline = time.monotonic() + seconds
+    for partition, head in ledger.heads().items():
+        left = max(0.0, deadline - time.monotonic())
+        if head and not worker.wait(pack(partition, head), timeout=left):
+            return False
+    return True

@@ -159,7 +159,7 @@ def test_recorded_accesses_become_audit_rows_without_content(
     position = ledger.record_access(entries)
     worker.catch_up()
 
-    assert position == ledger.position()
+    assert position == ledger.position("alice")
     rows = audit_rows(database_url, pg_schema, user_id="alice")
     access = [
         r
@@ -221,9 +221,9 @@ def _revision(database_url: str, schema: str, user_id: str) -> int:
 
 
 def test_nothing_to_record_saves_nothing(ledger: MemoryLedger) -> None:
-    head = ledger.position()
+    head = ledger.recorded()
 
-    assert ledger.record_access([]) is None and ledger.position() == head
+    assert ledger.record_access([]) is None and ledger.recorded() == head
 
 
 def test_access_records_outlive_an_erasure_and_hold_only_ids(
@@ -286,7 +286,7 @@ def test_the_access_log_writes_in_the_background_with_each_requests_id(
 def test_many_entries_are_written_in_batches(ledger: MemoryLedger) -> None:
     log = AccessLog(ledger, batch_size=100, interval=5.0)
     hits = [AccessHit(uuid.uuid4(), "global", None) for _ in range(20)]
-    head = ledger.position()
+    head = ledger.recorded()
     try:
         for _ in range(30):
             log.read("alice", "list_core_memories", "learning", hits)
@@ -294,7 +294,7 @@ def test_many_entries_are_written_in_batches(ledger: MemoryLedger) -> None:
     finally:
         log.close()
 
-    assert log.written == 600 and ledger.position() - head == 600
+    assert log.written == 600 and ledger.recorded() - head == 600
 
 
 def test_close_flushes_and_stops_and_recording_again_restarts(ledger: MemoryLedger) -> None:

@@ -23,6 +23,7 @@ from api.metrics import Metrics
 from api.services import Services
 from domain.ledger.keyring import generate_master_key
 from domain.ledger.ledger import MemoryLedger
+from domain.ledger.positions import token
 from domain.model.values import Scope
 from projections.reads import Reads
 from projections.registry import all_projections
@@ -97,7 +98,7 @@ def source_env(database_url: str, pg_schema: str, master_key: str) -> dict[str, 
 
 def api_memories(client: TestClient, auth: Auth, ledger: MemoryLedger) -> list[dict[str, Any]]:
     """The user's memories through the API, with their versions, in list order."""
-    headers = {**auth(USER), "X-Min-Position": str(ledger.position())}
+    headers = {**auth(USER), "X-Min-Position": token(ledger.position(USER))}
     listed = client.get(BASE, params={"limit": 200}, headers=headers)
     assert listed.status_code == 200, listed.text
     memories = listed.json()["items"]
@@ -256,16 +257,16 @@ def test_export_then_import_gives_identical_memories_through_the_api(
     assert moved.origin["created_at"] == style["created_at"]
     pending = other.client.get(
         "/me/memory-candidates",
-        headers={**auth(USER), "X-Min-Position": str(other.ledger.position())},
+        headers={**auth(USER), "X-Min-Position": token(other.ledger.position(USER))},
     )
     assert pending.status_code == 200, pending.text
     assert sorted(c["proposed_key"] for c in pending.json()["items"]) == ["hobby", "old_goal"]
 
     # Importing the same file again changes nothing.
-    position = other.ledger.position()
+    position = other.ledger.recorded()
     again = do_import(cli, other.env(database_url), path)
     assert again.exit_code == 0 and f"{len(memories)} unchanged" in again.stdout
-    assert other.ledger.position() == position
+    assert other.ledger.recorded() == position
 
 
 def test_an_interrupted_import_is_completed_by_running_it_again(
@@ -361,7 +362,7 @@ def test_a_cut_off_or_foreign_file_is_refused_before_anything_is_written(
         cli, other.env(database_url), write(tmp_path / "a.jsonl", lines), "--user", "bob"
     )
     assert foreign.exit_code == 2 and "not 'bob'" in foreign.output
-    assert other.ledger.position() == 0
+    assert other.ledger.recorded() == 0
 
 
 def test_expired_or_malformed_memories_are_reported_never_dropped_silently(

@@ -125,7 +125,7 @@ def test_importing_10000_rows_gives_exact_counts_a_report_and_an_idempotent_reru
     ledger: MemoryLedger, worker: ProjectionWorker, pg_schema: str, legacy: Expected
 ) -> None:
     dry, dry_out = run(ledger, legacy, dry_run=True)
-    assert ledger.position() == 0 and not list(legacy.path.parent.glob("*.backup-*"))
+    assert ledger.recorded() == 0 and not list(legacy.path.parent.glob("*.backup-*"))
     assert_counts_as_expected(dry, legacy, rerun=False)
 
     first, first_out = run(ledger, legacy)
@@ -156,10 +156,10 @@ def test_importing_10000_rows_gives_exact_counts_a_report_and_an_idempotent_reru
     assert_ledger_holds_exactly(rows, legacy)
     assert_migrated_memories_keep_their_origin(ledger, rows, legacy)
 
-    position = ledger.position()
+    position = ledger.recorded()
     again, _ = run(ledger, legacy)
     assert_counts_as_expected(again, legacy, rerun=True)
-    assert ledger.position() == position  # nothing at all was written
+    assert ledger.recorded() == position  # nothing at all was written
     assert_ledger_holds_exactly(ledger_rows(worker, pg_schema), legacy)
 
 

@@ -177,7 +177,7 @@ def test_a_dry_run_writes_nothing_but_reports_the_same(
     dry = migrate(env, sqlite, users, "--dry-run")
     assert dry.exit_code == 0, dry.output
     assert dry.stdout.startswith("DRY RUN")
-    assert ledger.position() == 0 and not list(tmp_path.glob("*.backup-*"))
+    assert ledger.recorded() == 0 and not list(tmp_path.glob("*.backup-*"))
     assert report_of(dry)[0]["dry_run"] is True
     real = migrate(env, sqlite, users)
     assert real.exit_code == 0
@@ -230,7 +230,7 @@ def test_a_file_of_another_shape_stops_the_run_before_anything_is_written(
     assert result.exit_code == 2
     assert message in result.output
     assert {p.name for p in tmp_path.iterdir()} == {"core_memory.db", "users.json"}
-    assert ledger.position() == 0
+    assert ledger.recorded() == 0
 
 
 def test_a_missing_or_non_sqlite_file_is_refused(
@@ -262,7 +262,7 @@ def test_a_user_map_that_could_guess_is_refused(
     users.write_text(content)
     result = migrate(env, legacy_file(tmp_path, BASIC), users)
     assert result.exit_code == 2 and message in result.output
-    assert ledger.position() == 0 and not list(tmp_path.glob("*.backup-*"))
+    assert ledger.recorded() == 0 and not list(tmp_path.glob("*.backup-*"))
 
 
 def test_counts_that_do_not_add_up_exit_non_zero(

@@ -146,7 +146,7 @@ def test_secrets_are_refused_before_anything_is_written(ledger: MemoryLedger) ->
     with pytest.raises(SensitiveContent) as error:
         remember(ledger, "my password is hunter2!")
     assert error.value.kind == "password"
-    assert ledger.position() == 0
+    assert ledger.recorded() == 0
 
 
 def test_accepting_a_create_candidate_with_edits(ledger: MemoryLedger) -> None:

@@ -117,8 +117,8 @@ def test_past_the_deadline_the_librarys_own_retries_stop_at_once(
     make_ledger: Callable[..., MemoryLedger],
 ) -> None:
     ledger = make_ledger()
-    assert ledger.position() == 0
+    assert ledger.recorded() == 0
     started = time.monotonic()
     with context.within(0), pytest.raises(LedgerUnavailable):
-        ledger.position()  # the library's max_notification_id, retried 10 x 0.2 s on errors
+        ledger.recorder.max_notification_id()  # the library's, retried 10 x 0.2 s on errors
     assert time.monotonic() - started < 0.5
