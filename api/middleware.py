@@ -18,6 +18,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api.metrics import Metrics
 from domain.context import correlated
+from domain.ledger.positions import token as position_token
 
 __all__ = [
     "OVER_CAPACITY",
@@ -275,7 +276,7 @@ class WritePosition:
         async def send_with_position(message: Message) -> None:
             start = message["type"] == "http.response.start"
             if start and positions and 200 <= message["status"] < 300:
-                value = token(max(positions)).encode()
+                value = position_token(max(positions)).encode()
                 headers = [*message.get("headers", []), (b"x-position", value)]
                 message = {**message, "headers": headers}
             await send(message)
