@@ -11,9 +11,9 @@ from datetime import datetime
 from typing import Any, Final
 from uuid import UUID
 
-from domain.errors import PolicyDenied
+from domain.errors import InvalidInput, PolicyDenied
 from domain.ledger.access import AccessHit
-from domain.ledger.positions import pack
+from domain.ledger.positions import Legacy, pack
 from projections import cursors
 from projections.views.audit_log import AuditLog
 from projections.views.profile import Profile
@@ -21,7 +21,7 @@ from replay import ReplayQuery, replay
 from service.caller import Identity
 from service.ports import Ports
 
-__all__ = ["AUDITOR_ROLE", "as_of", "events", "require_auditor"]
+__all__ = ["AUDITOR_ROLE", "as_of", "events", "parse_after", "require_auditor"]
 
 AUDITOR_ROLE: Final = "auditor"
 _TAG: Final = "a2"  # an audit cursor: where each partition was left
@@ -47,8 +47,9 @@ def events(
     before the call (the projections are awaited, bounded: LedgerUnavailable rather than a
     page that silently misses events). One user's events are read from their partition only.
     """
+    given = parse_after(after)
     require_auditor(caller)
-    marks = _marks(ports, after)
+    marks = _legacy_marks(ports, given) if isinstance(given, Legacy) else given
     partitions = (
         [ports.ledger.partition(user_id)] if user_id is not None else sorted(ports.ledger.heads())
     )
@@ -60,17 +61,13 @@ def events(
     return rows, (_cursor(moved) if rows or after is None else after)
 
 
-def _marks(ports: Ports, after: str | None) -> dict[int, int]:
-    """Where each partition was left, from a cursor of this feed or a position given out
-    before the ledger was partitioned (a decimal notification id: every event up to it)."""
+def parse_after(after: str | None) -> dict[int, int] | Legacy:
+    """Where each partition was left, by a cursor of this feed; a decimal position given out
+    before the ledger was partitioned is `Legacy`. InvalidInput `after` for anything else."""
     if after is None:
         return {}
     if after.isdigit() and len(after) <= 18:
-        legacy = int(after)
-        recorder = ports.ledger.store.recorder()
-        if not legacy:
-            return {}
-        return {p: recorder.legacy_position(p, legacy) for p in range(recorder.partitions)}
+        return Legacy(int(after))
 
     def parse(values: list[Any]) -> dict[int, int]:
         tag, *pairs = values
@@ -78,11 +75,26 @@ def _marks(ports: Ports, after: str | None) -> dict[int, int]:
             raise ValueError(after)
         marks = {}
         for partition, local in pairs:
+            if not (isinstance(partition, int) and isinstance(local, int)):
+                raise ValueError(after)
             pack(partition, local)  # InvalidPosition (a ValueError) for any impossible pair
             marks[partition] = local
         return marks
 
-    return cursors.decode(after, parse)
+    try:
+        return cursors.decode(after, parse)
+    except cursors.InvalidCursor:
+        raise InvalidInput("after", "not a cursor this service answered") from None
+
+
+def _legacy_marks(ports: Ports, legacy: Legacy) -> dict[int, int]:
+    """Every partition's last position at or before a pre-partitioning position."""
+    if not legacy.notification_id:
+        return {}
+    recorder = ports.ledger.store.recorder()
+    return {
+        p: recorder.legacy_position(p, legacy.notification_id) for p in range(recorder.partitions)
+    }
 
 
 def _cursor(marks: dict[int, int]) -> str:

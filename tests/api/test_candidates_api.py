@@ -11,6 +11,7 @@ from fastapi.testclient import TestClient
 
 from api.services import Services
 from domain.ledger.ledger import MemoryLedger
+from domain.ledger.positions import token
 from domain.model.values import Scope
 
 Auth = Callable[..., dict[str, str]]
@@ -73,7 +74,7 @@ def listed(
 ) -> list[Any]:
     """The caller's candidates in one status (after: wait for that ledger position)."""
     params = {"status": status} if status else {}
-    headers = auth() | ({"X-Min-Position": str(after)} if after else {})
+    headers = auth() | ({"X-Min-Position": token(after)} if after else {})
     response = client.get(BASE, params=params, headers=headers)
     assert response.status_code == 200
     return list(response.json()["items"])
@@ -85,7 +86,7 @@ def test_pending_candidates_are_listed_in_the_contract_shape(
     first = propose(ledger)
     second = propose(ledger, memory_key="goal", content="Pass the exam", category="goal")
     propose(ledger, "mallory", memory_key="other")
-    items = listed(client, auth, after=ledger.position())
+    items = listed(client, auth, after=ledger.position("alice"))
     assert [c["candidate_id"] for c in items] == [second, first]  # newest first
     assert set(items[1]) == CANDIDATE_FIELDS
     assert items[1] | {"created_at": None, "expires_at": None} == {
@@ -198,7 +199,7 @@ def test_invalid_accept_bodies_are_422_and_leave_the_candidate_pending(
     assert response.status_code == 422
     assert isinstance(response.json()["detail"], str) and field in response.json()["detail"]
     assert any(field in e["field"] for e in response.json()["errors"])
-    assert [c["candidate_id"] for c in listed(client, auth, after=ledger.position())] == [
+    assert [c["candidate_id"] for c in listed(client, auth, after=ledger.position("alice"))] == [
         candidate_id
     ]
 
@@ -245,7 +246,7 @@ def test_an_accepted_change_makes_a_candidate_version(
         content="Rules first, then examples",
         target_memory_id=UUID(memory["memory_id"]),
     )
-    pending = listed(client, auth, after=ledger.position())
+    pending = listed(client, auth, after=ledger.position("alice"))
     assert (pending[0]["target_memory_id"], pending[0]["expected_revision"]) == (
         memory["memory_id"],
         1,
@@ -362,7 +363,7 @@ def test_an_expired_candidate_cannot_be_decided(
         assert response.status_code == 409
         assert response.json()["reason"] == "candidate_decided"
         assert response.json()["status"] == "expired"
-    expired = listed(client, auth, "expired", after=ledger.position())
+    expired = listed(client, auth, "expired", after=ledger.position("alice"))
     assert [c["candidate_id"] for c in expired] == [candidate_id]
     assert (expired[0]["proposed_key"], expired[0]["proposed_content"]) == ("[redacted]",) * 2
 
@@ -376,7 +377,7 @@ def test_another_users_candidate_is_404(
         assert response.status_code == 404, decision
         assert response.json() == {"detail": "not found"}
     assert client.get(BASE, headers=auth("mallory")).json() == {"items": []}
-    assert [c["candidate_id"] for c in listed(client, auth, after=ledger.position())] == [
+    assert [c["candidate_id"] for c in listed(client, auth, after=ledger.position("alice"))] == [
         candidate_id
     ]
 
@@ -424,7 +425,7 @@ def test_a_candidate_about_a_forgotten_memory_ends_expired_and_shredded(
         target_memory_id=UUID(memory["memory_id"]),
     )
     assert client.delete(f"{MEMORIES}/{memory['memory_id']}", headers=auth()).status_code == 204
-    assert listed(client, auth, after=ledger.position()) == []
+    assert listed(client, auth, after=ledger.position("alice")) == []
     expired = listed(client, auth, "expired")
     assert [(c["candidate_id"], c["proposed_key"], c["proposed_content"]) for c in expired] == [
         (candidate_id, "[redacted]", "[redacted]")

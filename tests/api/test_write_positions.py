@@ -13,6 +13,7 @@ from fastapi.testclient import TestClient
 from api.app import create_app
 from api.metrics import Metrics
 from api.services import Services
+from domain.ledger.positions import parse_token, partition_of
 from projections.worker import ProjectionWorker
 
 Auth = Callable[..., dict[str, str]]
@@ -219,7 +220,7 @@ def test_every_write_answers_a_position_another_process_reads_at(
 ) -> None:
     setup, shows = WRITES[name]
     method, path, body, agent = setup(client, auth)
-    before = services.ledger.position()
+    before = services.ledger.position("alice")
 
     response = client.request(method, path, json=body, headers=auth(**(AGENT if agent else {})))
 
@@ -227,8 +228,10 @@ def test_every_write_answers_a_position_another_process_reads_at(
     position = response.headers.get("X-Position")
     assert position, f"{method} {path}: no X-Position"
     appended = not name.endswith(("unchanged", "duplicate"))
-    assert before < int(position) if appended else before <= int(position)
-    assert int(position) <= services.ledger.position()
+    at = parse_token(position)
+    assert isinstance(at, int) and partition_of(at) == partition_of(before)
+    assert before < at if appended else before <= at
+    assert at <= services.ledger.position("alice")
     shows(elsewhere, {**auth(), "X-Min-Position": position})
 
 
