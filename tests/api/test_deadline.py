@@ -108,7 +108,7 @@ def test_an_outage_while_fetching_data_keys_is_503(
     # The row is in the read model before the key table goes down (else the list is empty
     # and needs no key at all).
     assert services.worker is not None
-    assert services.worker.wait(services.ledger.position(), timeout=30)
+    assert services.worker.wait(services.ledger.position("alice"), timeout=30)
     services.ledger.keys.forget_all_cached()
 
     def down(*_: object) -> object:

@@ -24,6 +24,7 @@ from domain.errors import LedgerUnavailable, MemoryForgotten, NotFound
 from domain.ledger.ledger import MemoryLedger
 from domain.model.events import REDACTED
 from domain.model.values import Scope
+from tests import polling
 
 Auth = Callable[..., dict[str, str]]
 WRITERS = 8
@@ -53,7 +54,7 @@ def schema_text(database_url: str, schema: str) -> str:
 
 def caught_up(services: Services) -> None:
     assert services.worker is not None
-    assert services.worker.wait(services.ledger.position(), timeout=120)
+    assert polling.caught_up(services.worker, services.ledger, 120)
 
 
 # -- erase-user racing 8 writers ---------------------------------------------------------------

@@ -15,6 +15,7 @@ from projections.quarantine import quarantined
 from projections.registry import main_projections
 from projections.views.active_memories import ActiveMemories
 from projections.worker import ProjectionWorker
+from tests import polling
 from tests.poison import propose_with_nul
 
 
@@ -74,5 +75,5 @@ def test_a_retry_after_a_fix_applies_the_event_and_removes_it(
     with worker.pool.connection() as conn:
         assert quarantined(conn, worker.tables) == []
     assert worker.quarantined()["active_memories"] == 0
-    assert worker.wait(ledger.position(), timeout=1)
+    assert polling.caught_up(worker, ledger, 1)
     assert quarantine(env, "--retry").exit_code == 0  # nothing left: nothing to do

@@ -72,7 +72,9 @@ def settle(services: Services) -> None:
     positions (between two transactions of one batch); tests that count hits wait for that.
     """
     assert services.access_log is not None and services.access_log.flush()
-    services.wait_for("", services.ledger.position())
+    services.wait_for_ledger(
+        [p.name for p in services.worker.projections] if services.worker else []
+    )
 
 
 def search(client: TestClient, auth: Auth, query: str, **body: Any) -> list[Any]:
@@ -216,9 +218,9 @@ def test_shutdown_writes_the_queued_records(
     services.access_log.interval = 60.0  # nothing is written before shutdown on its own
     with TestClient(create_app(services)) as client:
         call(client, agent(auth, mode="isolated"), "list_core_memories")
-        head = ledger.position()
+        head = ledger.recorded()
     # Leaving the client runs the app's shutdown, which closes the access log.
-    assert services.access_log.pending == 0 and ledger.position() == head + 1
+    assert services.access_log.pending == 0 and ledger.recorded() == head + 1
 
 
 # -- the search cache --------------------------------------------------------------------------
