@@ -71,7 +71,7 @@ def test_a_rebuild_without_a_terminal_writes_lines_that_move(
         ledger.create_memory(
             "alice", scope=Scope.global_(), memory_key=f"k{i}", content="c", category="fact"
         )
-    total = ledger.position()
+    total = ledger.recorded()
 
     result = CliRunner().invoke(app, ["projections", "rebuild", "candidates"], env=env)
 
