@@ -74,5 +74,5 @@ def test_a_retry_after_a_fix_applies_the_event_and_removes_it(
     with worker.pool.connection() as conn:
         assert quarantined(conn, worker.tables) == []
     assert worker.quarantined()["active_memories"] == 0
-    assert worker.wait(ledger.position(), timeout=1)
+    assert worker.wait(ledger.position("alice"), timeout=1)
     assert quarantine(env, "--retry").exit_code == 0  # nothing left: nothing to do
