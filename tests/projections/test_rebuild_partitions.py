@@ -4,6 +4,7 @@ against live tables that stand at other positions in different partitions."""
 from __future__ import annotations
 
 import itertools
+import threading
 from collections.abc import Iterator
 
 import pytest
@@ -143,3 +144,41 @@ def test_the_swap_brings_each_partition_to_whichever_side_is_ahead(
     again = rebuild(ledger, worker.pool, pg_schema, all_projections(), processes=processes)
     assert again.identical, again.differences
     assert snapshot(database_url, pg_schema) == rebuilt
+
+
+def test_a_rebuild_while_the_worker_follows_writers_swaps_in_what_live_holds(
+    ledger: MemoryLedger, worker: ProjectionWorker, database_url: str, pg_schema: str
+) -> None:
+    users = users_in_partitions(ledger, PARTITIONS)
+    for user in users:
+        remember(ledger, user, 3, "first")
+    worker.catch_up()
+    stop, errors = threading.Event(), list[BaseException]()
+
+    def write() -> None:
+        try:
+            for n in itertools.count():
+                if stop.is_set():
+                    return
+                remember(ledger, users[n % len(users)], 1, f"meanwhile{n}-")
+        except BaseException as error:
+            errors.append(error)
+
+    writer = threading.Thread(target=write)
+    worker.start()
+    writer.start()
+    try:
+        report = rebuild(
+            ledger, worker.pool, pg_schema, all_projections(), batch_size=3, processes=2
+        )
+    finally:
+        stop.set()
+        writer.join()
+        worker.stop()
+    assert not errors
+    assert report.identical, report.differences
+    worker.catch_up()
+    settled = snapshot(database_url, pg_schema)
+    again = rebuild(ledger, worker.pool, pg_schema, all_projections(), processes=1)
+    assert again.identical, again.differences
+    assert snapshot(database_url, pg_schema) == settled
