@@ -92,6 +92,8 @@ def _replay(
     Batches are applied in each partition's order, each once, each in a savepoint of the
     transaction `conn` is in (the swap's).
     """
+    if not missing:
+        return 0  # the usual case at a swap: no reader thread to start
     done = 0
     with (
         rare_collections(),
@@ -172,7 +174,7 @@ def rebuild(
 ) -> RebuildReport:
     """Rebuild the given projections from the ledger's start and swap them in atomically.
 
-    `processes` fill the fresh tables (1: this process alone); see rebuild_processes. The views
+    `processes` fill the fresh tables (1: this process alone; see processes.py). The views
     are sealed with `ledger`'s key store during the rebuild only. Each swap waits at most
     `lock_timeout` for a lock, and is tried again (SWAP_ATTEMPTS). The tables of rebuilds
     killed before are dropped first (projections/rebuild/leftovers.py).
