@@ -34,11 +34,12 @@ def heads(ledger: MemoryLedger) -> dict[int, int]:
     return dict(ledger.recorder.heads())  # type: ignore[attr-defined]
 
 
-def users_in_partitions(ledger: MemoryLedger, count: int) -> list[str]:
-    """`count` user ids, each in a partition of its own."""
+def users_in_partitions(ledger: MemoryLedger, count: int, suffix: str = "") -> list[str]:
+    """`count` user ids ending in `suffix`, each in a partition of its own (the partition is
+    a keyed hash: found by trying)."""
     found: dict[int, str] = {}
     for i in itertools.count():
-        user = f"user{i}"
+        user = f"user{i}{suffix}"
         found.setdefault(ledger.partition(user), user)
         if len(found) == count:
             return [found[p] for p in sorted(found)]
@@ -69,8 +70,8 @@ def test_several_processes_fill_what_one_fills_and_both_equal_live(
     ledger: MemoryLedger, worker: ProjectionWorker, database_url: str, pg_schema: str
 ) -> None:
     assert ledger.recorder.partitions == PARTITIONS  # type: ignore[attr-defined]
-    for i, user in enumerate(users_in_partitions(ledger, PARTITIONS)):
-        scenario(ledger, f"marker {i}", prefix=f"{user}-")
+    for i, alice in enumerate(users_in_partitions(ledger, PARTITIONS, "-alice")):
+        scenario(ledger, f"marker {i}", prefix=alice.removesuffix("alice"))
     assert all(heads(ledger).values())
     worker.catch_up()
     live = snapshot(database_url, pg_schema)
@@ -182,3 +183,12 @@ def test_a_rebuild_while_the_worker_follows_writers_swaps_in_what_live_holds(
     again = rebuild(ledger, worker.pool, pg_schema, all_projections(), processes=1)
     assert again.identical, again.differences
     assert snapshot(database_url, pg_schema) == settled
+
+
+@pytest.mark.parametrize("processes", [1, 2])
+def test_a_rebuild_of_an_empty_ledger_swaps_in_empty_tables(
+    ledger: MemoryLedger, worker: ProjectionWorker, pg_schema: str, processes: int
+) -> None:
+    worker.catch_up()
+    report = rebuild(ledger, worker.pool, pg_schema, all_projections(), processes=processes)
+    assert report.identical and report.events == 0
