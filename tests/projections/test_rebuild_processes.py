@@ -9,7 +9,6 @@ from typing import Any
 
 import psycopg
 import pytest
-from psycopg import sql
 
 from domain.ledger.ledger import MemoryLedger
 from projections.rebuild import rebuild
@@ -20,6 +19,7 @@ from projections.views.active_memories import ActiveMemories
 from projections.worker import ProjectionWorker
 from retrieval.vectors.service import EmbeddingService
 from tests.projections.test_projections import scenario, snapshot
+from tests.raw_events import insert_raw_event
 
 USERS = 8  # scenarios of two users each: both halves of the users get events
 
@@ -67,20 +67,10 @@ def test_an_event_of_a_newer_release_is_rebuilt_in_its_partition_as_live_applied
     ledger: MemoryLedger, worker: ProjectionWorker, database_url: str, pg_schema: str
 ) -> None:
     many_users(ledger)
-    partition = ledger.partition("user0-alice")
-    with psycopg.connect(database_url) as conn:  # written by no release of ours: not JSON
-        head = sql.SQL(
-            "UPDATE {}.memledger_ledger_heads SET position = position + 1, recorded_at = now()"
-            " WHERE partition = %s RETURNING position, recorded_at"
-        ).format(sql.Identifier(pg_schema))
-        position, recorded_at = conn.execute(head, (partition,)).fetchone() or (0, None)
-        conn.execute(
-            sql.SQL(
-                "INSERT INTO {}.memledger_events (originator_id, originator_version, topic, state,"
-                " partition, position, recorded_at) VALUES (%s, 1, 'memledger:Future.Thing', %s,"
-                " %s, %s, %s)"
-            ).format(sql.Identifier(pg_schema)),
-            (uuid.uuid4(), b"\xff\xfe binary", partition, position, recorded_at),
+    with psycopg.connect(database_url, autocommit=True) as conn:  # by no release of ours
+        partition = ledger.partition("user0-alice")
+        insert_raw_event(
+            conn, pg_schema, "memledger:Future.Thing", b"\xff\xfe", partition=partition
         )
     many_users(ledger, "again")
     worker.catch_up()
