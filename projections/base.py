@@ -46,9 +46,9 @@ class Projection(ABC):
     @property
     def partitionable(self) -> bool:
         """True when a rebuild may replay it in several processes at once, each process over
-        the events of a share of the users: its rows of a user depend on that user's events
-        alone (true of every projection here), and applying calls nothing that must not
-        cross a fork (a model, say)."""
+        a share of the ledger's partitions: its rows of a user depend on that user's events
+        alone (true of every projection here: a user's events are all in one partition), and
+        applying calls nothing that must not cross a fork (a model, say)."""
         return True
 
     def backfill(self, conn: Connection[Any], t: Tables) -> int:

@@ -78,7 +78,10 @@ def rebuild_projections(
         ),
     ] = None,
     processes: Annotated[
-        int, typer.Option(min=1, help="processes filling the tables, each over a share of users")
+        int,
+        typer.Option(
+            min=1, help="processes filling the tables, each over a share of the partitions"
+        ),
     ] = 2,
     drop_vectors: Annotated[
         bool,
@@ -108,7 +111,7 @@ def rebuild_projections(
     chosen = select(names or [], embeddings)  # vectors from the configured embedder
     if any(p.name == "embeddings" for p in chosen) and not drop_vectors:
         _refuse_to_drop_vectors(settings, worker, ledger, embeddings)
-    total = ledger.position()
+    total = ledger.recorded()
     try:
         with EventProgress(
             "replaying the ledger", total, then="checking against live and swapping in"

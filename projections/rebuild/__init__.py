@@ -1,14 +1,15 @@
 """Rebuild projections from the ledger into fresh tables, check them, and swap them in live.
 
-The service keeps serving meanwhile: the fresh tables are filled from position 0 outside any
-lock; then, per projection, one transaction locks its tracking row (the live worker waits),
-brings both table sets to the same position, compares them row for row, drops the live
+The service keeps serving meanwhile: the fresh tables are filled outside any lock with every
+partition's events up to its head when the rebuild started; then, per projection, one
+transaction locks its tracking rows of every partition (the live workers wait), brings both
+table sets to the same position in each partition, compares them row for row, drops the live
 tables and renames the fresh ones (and their indexes) into place.
 
-Filling runs in several forked processes, each over a share of the users
+Filling runs in several forked processes, each over a share of the partitions
 (projections/rebuild/processes.py), when every projection allows it; else in this process,
-pipelined (projections/rebuild/lanes.py). Secondary indexes are built once the tables are
-full.
+pipelined, one partition after another (projections/rebuild/lanes.py). Secondary indexes are
+built once the tables are full.
 
 An event a projection cannot apply is quarantined as the live worker does
 (projections/quarantine.py), into the fresh run's own quarantine table; at the swap it
@@ -20,11 +21,11 @@ from __future__ import annotations
 import functools
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from psycopg import Connection
+from psycopg import Connection, Cursor
 from psycopg.errors import LockNotAvailable
 from psycopg.sql import SQL, Identifier
 from psycopg_pool import ConnectionPool
@@ -41,8 +42,8 @@ from projections.rebuild.lanes import (
     rare_collections,
 )
 from projections.rebuild.leftovers import claimed, drop_leftovers, new_suffix
-from projections.rebuild.processes import Unpartitionable, can_partition, fill_partitioned
-from projections.rebuild.reading import ReadAhead, ledger_reader
+from projections.rebuild.processes import can_partition, fill_partitioned
+from projections.rebuild.reading import ReadAhead, Span, heads, ledger_reader, spans
 from projections.sealed import TERM_MEMO, registered
 from projections.tracking import Tables, locked_position, set_lock_timeout, set_position
 
@@ -83,19 +84,20 @@ def _replay(
     conn: Connection[Any],
     projections: Sequence[Projection],
     t: Tables,
-    after: int,
-    upto: int,
+    missing: Sequence[Span],
     batch_size: int,
 ) -> int:
-    """Apply events (after, upto] to the tables named by `t`; returns how many.
+    """Apply the events of the `missing` spans to the tables named by `t`; returns how many.
 
-    Batches are applied in ledger order, each once, each in a savepoint of the transaction
-    `conn` is in (the swap's).
+    Batches are applied in each partition's order, each once, each in a savepoint of the
+    transaction `conn` is in (the swap's).
     """
+    if not missing:
+        return 0  # the usual case at a swap: no reader thread to start
     done = 0
     with (
         rare_collections(),
-        ReadAhead(ledger_reader(ledger), ledger.mapper, after, upto, batch_size) as batches,
+        ReadAhead(ledger_reader(ledger), ledger.mapper, missing, batch_size) as batches,
     ):
         for batch in batches:
             apply(conn, projections, t, batch)
@@ -107,14 +109,11 @@ def _fill(
     ledger: MemoryLedger,
     pool: ConnectionPool[Any],
     conn: Connection[Any],
-    projections: Sequence[Projection],
-    t: Tables,
-    upto: int,
-    batch_size: int,
+    fill: Fill,
     progress: Callable[[int], None] | None,
     processes: int,
 ) -> int:
-    """Create the fresh tables and fill them with the events (0, upto]; returns how many.
+    """Create the fresh tables and fill them with `fill`'s events; returns how many.
 
     In `processes` forked processes when the projections allow it, else in this one. The
     fresh tables are nobody's but this rebuild's until the swap, so their commits need not
@@ -125,24 +124,13 @@ def _fill(
     def connect() -> Connection[Any]:
         return Connection.connect(pool.conninfo, **kwargs)
 
-    indexes = deferred_indexes(conn, projections, t)
-    fill = Fill(projections, t, upto, batch_size)
-    if processes > 1 and can_partition(ledger, projections):
-        try:
-            done = fill_partitioned(ledger, pool.conninfo, kwargs, fill, progress, processes)
-        except Unpartitionable as why:
-            _log.warning("rebuilding in one process: %s", why)
-            _empty(conn, projections, t)
-        else:
-            build_indexes(conn, connect, indexes)
-            return done
+    indexes = deferred_indexes(conn, fill.projections, fill.t)
+    if processes > 1 and can_partition(ledger, fill.projections):
+        done = fill_partitioned(ledger, pool.conninfo, kwargs, fill, progress, processes)
+        build_indexes(conn, connect, indexes)
+        return done
     read = ledger_reader(ledger)
     return fill_lanes(read, ledger.mapper, conn, connect, fill, progress, indexes)
-
-
-def _empty(conn: Connection[Any], projections: Sequence[Projection], t: Tables) -> None:
-    tables = [t[logical] for p in projections for logical in p.tables] + [t[QUARANTINE]]
-    conn.execute(SQL("TRUNCATE {}").format(SQL(", ").join(tables)))
 
 
 def _differences(conn: Connection[Any], live: Tables, fresh: Tables, logical: str) -> int:
@@ -184,9 +172,9 @@ def rebuild(
     processes: int = PROCESSES,
     lock_timeout: float = 5.0,
 ) -> RebuildReport:
-    """Rebuild the given projections from position 0 and swap them in atomically.
+    """Rebuild the given projections from the ledger's start and swap them in atomically.
 
-    `processes` fill the fresh tables (1: this process alone); see rebuild_processes. The views
+    `processes` fill the fresh tables (1: this process alone; see processes.py). The views
     are sealed with `ledger`'s key store during the rebuild only. Each swap waits at most
     `lock_timeout` for a lock, and is tried again (SWAP_ATTEMPTS). The tables of rebuilds
     killed before are dropped first (projections/rebuild/leftovers.py).
@@ -216,10 +204,9 @@ def _rebuild(
             for statement in [*create_quarantine(live), *create_quarantine(fresh)]:
                 conn.execute(statement)
         try:
-            head = ledger.position()
-            report.events = _fill(
-                ledger, pool, conn, projections, fresh, head, batch_size, progress, processes
-            )
+            head = heads(ledger)
+            fill = Fill(projections, fresh, head, batch_size)
+            report.events = _fill(ledger, pool, conn, fill, progress, processes)
             report.seconds = time.perf_counter() - started
             for projection in projections:
                 swap = functools.partial(_check_and_swap, ledger, conn, projection, report)
@@ -271,21 +258,36 @@ def _check_and_swap(
     report: RebuildReport,
     live: Tables,
     fresh: Tables,
-    head: int,
+    head: Mapping[int, int],
     batch_size: int,
 ) -> None:
-    """Bring both table sets of `projection` to one position (its tracking row locked: the
-    live worker waits), compare them row for row, swap the fresh ones in."""
+    """Bring both table sets of `projection` to one position in every partition (its
+    tracking rows locked: the live workers wait), compare them row for row, swap the fresh
+    ones in.
+
+    In each partition, whichever set lags is brought to the other's position: the fresh
+    tables where a live worker moved past the rebuild's head, the live ones where they had
+    not reached it (their tracking then moves to the head).
+    """
     with conn.cursor() as cur:
-        position = locked_position(cur, live, projection.name)
-        if position > head:  # the live worker moved on: bring fresh tables along
-            _replay(ledger, conn, [projection], fresh, head, position, batch_size)
-        elif position < head:  # the live tables lag: bring them to `head` first
-            _replay(ledger, conn, [projection], live, position, head, batch_size)
-            set_position(cur, live, projection.name, head)
+        position = _locked_positions(cur, live, projection.name, head)
+        reached = {p: max(position[p], head.get(p, 0)) for p in position}
+        _replay(ledger, conn, [projection], fresh, spans(reached, head), batch_size)
+        _replay(ledger, conn, [projection], live, spans(reached, position), batch_size)
+        for partition, local in sorted(reached.items()):
+            if local != position[partition]:
+                set_position(cur, live, projection.name, partition, local)
         for logical in projection.tables:
             report.differences[logical] = _differences(conn, live, fresh, logical)
             _swap(conn, live, fresh, logical)
         report.differences[f"quarantine/{projection.name}"] = copy_quarantine(
             conn, fresh, live, projection.name
         )
+
+
+def _locked_positions(
+    cur: Cursor[Any], live: Tables, name: str, head: Mapping[int, int]
+) -> dict[int, int]:
+    """The projection's live position in every partition, each tracking row locked (in
+    partition order, as every rebuild takes them)."""
+    return {partition: locked_position(cur, live, name, partition) for partition in sorted(head)}

@@ -12,7 +12,7 @@ import contextlib
 import gc
 import queue
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -25,7 +25,7 @@ from projections.base import Projection
 from projections.envelope import Envelope
 from projections.failures import failure
 from projections.quarantine import apply_isolated
-from projections.rebuild.reading import AHEAD, Read, ReadAhead
+from projections.rebuild.reading import AHEAD, Read, ReadAhead, spans
 from projections.tracking import Tables
 
 __all__ = [
@@ -101,13 +101,24 @@ def _apply(
 
 @dataclass(frozen=True)
 class Fill:
-    """What a rebuild fills: the fresh tables `t` of `projections`, with the events (0, upto]
+    """What a rebuild fills: the fresh tables `t` of `projections`, with the events of each
+    partition in `upto` from its start up to its position there (`{partition: position}`),
     read and applied `batch_size` at a time."""
 
     projections: Sequence[Projection]
     t: Tables
-    upto: int
+    upto: Mapping[int, int]
     batch_size: int
+
+    def share(self, partitions: Sequence[int]) -> Fill:
+        """The same fill over some of its partitions only."""
+        upto = {p: self.upto[p] for p in partitions}
+        return Fill(self.projections, self.t, upto, self.batch_size)
+
+    @property
+    def events(self) -> int:
+        """How many events it applies (the partitions' positions added up)."""
+        return sum(self.upto.values())
 
 
 def fill_lanes(
@@ -118,12 +129,12 @@ def fill_lanes(
     fill: Fill,
     progress: Callable[[int], None] | None,
     indexes: dict[str, list[Composed]] | None = None,
-    check: Callable[[Sequence[Any], list[Envelope]], None] | None = None,
     two_lanes: bool = True,
 ) -> int:
-    """Apply the events `read` returns up to `upto` to fresh tables; returns how many.
+    """Apply the events `read` returns of `fill`'s partitions, one partition after another,
+    to fresh tables; returns how many.
 
-    A reader thread decodes the next batches (see `ReadAhead` for `check`); with `two_lanes`
+    A reader thread decodes the next batches (`ReadAhead`); with `two_lanes`
     the projections are split into two lanes: this thread on `conn`, and one more on a
     connection from `connect`. With `indexes`, each lane then builds its projections'
     kept-back indexes.
@@ -134,7 +145,7 @@ def fill_lanes(
     with (
         rare_collections(),
         Lane(connect, second, t, indexes) as lane,
-        ReadAhead(read, mapper, 0, fill.upto, fill.batch_size, check) as batches,
+        ReadAhead(read, mapper, spans(fill.upto), fill.batch_size) as batches,
     ):
         for batch in batches:
             lane.put(batch)

@@ -1,14 +1,15 @@
-"""Filling a rebuild's fresh tables from several processes at once, each over a share of users.
+"""Filling a rebuild's fresh tables from several processes at once, each over a share of the
+ledger's partitions.
 
 One process cannot go faster than one core (the GIL holds decoding, every projection's rows
-and psycopg's encoding alike). Every projection's rows of a user depend on that user's events
-alone (a candidate is shredded by its own user's forget; a revision counts its user's
-changes), so the users can be split: each forked process reads only the events of its share
-(the database hashes the `user_id` of each event's clear part, no key needed), decodes them
-with keys it fetches itself, and applies them in ledger order to the same fresh tables,
-touching rows no other process touches. The parent relays progress and, once every process
-is done, the tables are complete up to the same position as a single process would leave
-them; their indexes are built after.
+and psycopg's encoding alike). A user's events are all in one partition, and every
+projection's rows of a user depend on that user's events alone (a candidate is shredded by its
+own user's forget; a revision counts its user's changes): so each forked process reads whole
+partitions (`shares`: about as many events each), decodes them with keys it fetches itself,
+and applies them in each partition's order to the same fresh tables, touching rows no other
+process touches. The parent relays progress and, once every process is done, the tables are
+complete up to the same positions as a single process would leave them; their indexes are
+built after.
 
 Forking keeps the master keys in memory (no secret crosses a pipe) and starts in
 milliseconds; each child opens its own connections and key cache, as a pool's connections
@@ -27,32 +28,24 @@ import signal
 import time
 import traceback
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from multiprocessing.connection import Connection as Pipe
 from multiprocessing.connection import wait
-from typing import Any, NamedTuple
-from uuid import UUID
+from typing import Any
 
 import psycopg
 from psycopg.rows import dict_row
-from psycopg.sql import SQL, Composed, Identifier
+from psycopg.sql import SQL
 
 from domain.ledger.ledger import MemoryLedger
-from domain.ledger.persistence.sealed_state import clear_json
 from projections.base import Projection
-from projections.envelope import Envelope
 from projections.rebuild.lanes import Fill, fill_lanes
-from projections.rebuild.reading import Read, events_table
+from projections.rebuild.reading import connection_reader, events_table
 from projections.sealed import TERM_MEMO, register
 
-__all__ = ["Unpartitionable", "can_partition", "end_sessions", "fill_partitioned"]
+__all__ = ["can_partition", "end_sessions", "fill_partitioned", "shares"]
 
 _PR_SET_PDEATHSIG = 1  # prctl(2)
-
-
-class Unpartitionable(Exception):
-    """The events cannot be split by user (a clear part the database cannot read as JSON,
-    or a user that differs from the decoded event's): fill in one process instead."""
 
 
 def can_partition(ledger: MemoryLedger, projections: Sequence[Projection]) -> bool:
@@ -72,13 +65,12 @@ def fill_partitioned(
     progress: Callable[[int], None] | None,
     processes: int,
 ) -> int:
-    """Do `fill` from `processes` forked processes, each over a share of the users.
+    """Do `fill` from at most `processes` forked processes, each over a share of its
+    partitions (`shares`).
 
-    Returns how many events they applied together. Raises `Unpartitionable` when the split
-    failed (the tables then hold part of the events: empty them before filling otherwise),
-    and RuntimeError with the child's traceback when a process failed; either way, the
-    children's server sessions have ended first (`end_sessions`), so none of their
-    statements can still run once it raises.
+    Returns how many events they applied together. Raises RuntimeError with the child's
+    traceback when a process failed; the children's server sessions have ended first
+    (`end_sessions`), so none of their statements can still run once it raises.
     """
     context = multiprocessing.get_context("fork")
     children: list[tuple[multiprocessing.process.BaseProcess, Pipe]] = []
@@ -86,12 +78,12 @@ def fill_partitioned(
     child_kwargs = {**kwargs, "application_name": sessions}
     finished = False
     try:
-        for part in range(processes):
+        for part, partitions in enumerate(shares(fill.upto, processes)):
             receiver, sender = context.Pipe(duplex=False)
             child = context.Process(
                 target=_child,
-                args=(ledger, conninfo, child_kwargs, fill),
-                kwargs={"part": part, "parts": processes, "sender": sender, "parent": os.getpid()},
+                args=(ledger, conninfo, child_kwargs, fill.share(partitions)),
+                kwargs={"sender": sender, "parent": os.getpid()},
                 name=f"memledger-rebuild-{part}",
                 daemon=True,
             )
@@ -120,6 +112,22 @@ def fill_partitioned(
             receiver.close()
         if not finished:
             end_sessions(conninfo, kwargs, sessions)
+
+
+def shares(upto: Mapping[int, int], processes: int) -> list[list[int]]:
+    """The partitions with events split into at most `processes` shares of about as many
+    events each (the largest partition first, to the share with the fewest so far)."""
+    loads: list[tuple[int, list[int]]] = []
+    for partition, events in sorted(upto.items(), key=lambda item: (-item[1], item[0])):
+        if events <= 0:
+            continue
+        if len(loads) < processes:
+            loads.append((events, [partition]))
+        else:
+            least = min(range(len(loads)), key=lambda i: loads[i][0])
+            total, share = loads[least]
+            loads[least] = (total + events, [*share, partition])
+    return [sorted(share) for _, share in loads]
 
 
 def end_sessions(
@@ -168,22 +176,9 @@ def _follow(
             elif kind == "done":
                 total += value
                 del pending[ready]
-            elif kind == "unpartitionable":
-                raise Unpartitionable(value)
             else:
                 raise RuntimeError(f"rebuild process failed:\n{value}")
     return total
-
-
-class _UserNote(NamedTuple):
-    """A notification (see rebuild_reading.Note) with the user its clear part names."""
-
-    id: int
-    originator_id: UUID
-    originator_version: int
-    topic: str
-    state: bytes
-    user_id: str | None
 
 
 class _OwnConnection:
@@ -203,12 +198,10 @@ def _child(
     kwargs: dict[str, Any],
     fill: Fill,
     *,
-    part: int,
-    parts: int,
     sender: Pipe,
     parent: int,
 ) -> None:
-    """Apply this process's share of the events; report progress, then the count or the error."""
+    """Apply this process's partitions; report progress, then the count or the error."""
     _die_with(parent)
     options = {**kwargs, "autocommit": True}
 
@@ -224,19 +217,18 @@ def _child(
             register(fill.t.schema, keys, memo=TERM_MEMO)
             # One lane: the processes keep the cores busy, and a second lane would only add
             # a thread contending for this one's GIL (measured ~15% slower).
+            table = events_table(ledger)
+            assert table is not None  # can_partition
             done = fill_lanes(
-                _reader(reading, ledger, part, parts),
+                connection_reader(reading, table),
                 ledger.mapper.with_keys(keys),
                 conn,
                 connect,
                 fill,
                 lambda n: sender.send(("progress", n)),
-                check=_same_users,
                 two_lanes=False,
             )
         sender.send(("done", done))
-    except Unpartitionable as error:
-        sender.send(("unpartitionable", str(error)))
     except BaseException:
         sender.send(("error", traceback.format_exc()))
     finally:
@@ -250,50 +242,3 @@ def _die_with(parent: int) -> None:
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
     if os.getppid() != parent:  # it died before that: nobody would read our results
         os._exit(1)
-
-
-def _reader(conn: psycopg.Connection[Any], ledger: MemoryLedger, part: int, parts: int) -> Read:
-    """The events of the users whose hash falls in `part`, read on `conn` (this thread's).
-
-    Each read scans a window of `limit` x `parts` positions (about `limit` of them are this
-    part's): a LIMIT over the filtered rows would let the planner scan and hash the whole
-    rest of the ledger for every batch.
-    """
-    table = events_table(ledger)
-    assert table is not None
-    statement = _part_statement(table)
-
-    def read(start: int, limit: int, stop: int) -> tuple[list[_UserNote], int]:
-        end = min(stop, start + limit * parts - 1)
-        try:
-            with conn.cursor(row_factory=_user_note_row, binary=True) as cur:
-                cur.execute(statement, (start, end, parts, part), prepare=True)
-                return cur.fetchall(), end + 1
-        except psycopg.DataError as error:
-            message = f"the database cannot read an event's clear part: {error}"
-            raise Unpartitionable(message) from error
-
-    return read
-
-
-def _part_statement(table: Composed) -> Composed:
-    # OFFSET 0 keeps the user expression evaluated once per row (not again for the output).
-    return SQL(
-        "SELECT * FROM (SELECT notification_id, originator_id, originator_version, topic, state,"
-        " {} ->> 'user_id' AS user_id FROM {}"
-        " WHERE notification_id >= %s AND notification_id <= %s"
-        " ORDER BY notification_id OFFSET 0) AS e"
-        " WHERE (hashtext(coalesce(user_id, '')) & 2147483647) %% %s = %s"
-        " ORDER BY notification_id"
-    ).format(clear_json(Identifier("state")), table)
-
-
-def _user_note_row(cursor: Any) -> Callable[[Sequence[Any]], _UserNote]:
-    return _UserNote._make
-
-
-def _same_users(notes: Sequence[Any], batch: list[Envelope]) -> None:
-    """Every decoded event belongs to the user the database split it by."""
-    for note, envelope in zip(notes, batch, strict=True):
-        if getattr(envelope.event, "user_id", note.user_id) != note.user_id:
-            raise Unpartitionable(f"the event at {note.id} names another user when decoded")

@@ -186,7 +186,7 @@ def test_rebuild_backfills_vectors_with_progress(
         batch_size=2,
         progress=seen.append,
     )
-    assert sum(seen) == ledger.position() == report.events and len(seen) > 1
+    assert sum(seen) == ledger.recorded() == report.events and len(seen) > 1
     # 4 rows replaced by rows with vectors; nothing quarantined, live or rebuilt
     assert report.differences == {"embeddings": 8, "quarantine/embeddings": 0}
     assert vector_row(worker, ids[0]) is None  # forgotten: no row, no vector
