@@ -20,7 +20,7 @@ from api.services import Services
 from api.settings import Settings
 from domain.ledger.keyring import KeyringError, MasterKeyring, generate_master_key
 from domain.ledger.ledger import MemoryLedger
-from domain.ledger.persistence.pool import RECONNECT_TIMEOUT, LifoReadPool, RequestReadPool
+from domain.ledger.persistence.pool import RECONNECT_TIMEOUT, ReadPool, RequestReadPool
 from projections.reads import Reads
 from projections.registry import all_projections, main_projections
 from projections.views.embeddings import Embeddings
@@ -146,10 +146,10 @@ def _key_lines(path: Path) -> list[str]:
 
 
 def build_pool(settings: Settings, database_url: str, *, max_size: int = 4) -> ConnectionPool[Any]:
-    """A connection pool for a projection worker (applying, tracking), autocommit, LIFO; no
+    """A connection pool for a projection worker (applying, tracking), autocommit; no
     statement on it waits more than `lock_timeout` for a lock (a transaction may set less)."""
     lock_ms = int(settings.lock_timeout * 1000)
-    return LifoReadPool(
+    return ReadPool(
         database_url,
         min_size=1,
         max_size=max_size,
@@ -166,7 +166,7 @@ def build_pool(settings: Settings, database_url: str, *, max_size: int = 4) -> C
 
 def build_read_pool(settings: Settings, database_url: str) -> RequestReadPool:
     """The API's read pool (projection reads, search, positions for read-your-writes):
-    autocommit, LIFO, each statement cut at `statement_timeout`, and an outage raised as
+    autocommit, each statement cut at `statement_timeout`, and an outage raised as
     LedgerUnavailable (503). Separate from the workers' pools, so that requests blocked on the
     database never take the connections projections are applied with."""
     timeout_ms = int(settings.statement_timeout * 1000)

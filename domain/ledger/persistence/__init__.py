@@ -1,14 +1,14 @@
 """The ledger's PostgreSQL persistence: the only code in domain/ that touches psycopg, psycopg_pool,
 eventsourcing.postgres or any library's internals (import-linter enforces the imports).
 
-    factory     LedgerFactory: eventsourcing's PostgresFactory with a LIFO pool, a session lock
-                timeout and sessions named after the master keys held (MemoryLedger names it
-                in its env: PERSISTENCE_MODULE)
+    factory     LedgerFactory: eventsourcing's PostgresFactory with a LedgerDatastore, whose
+                pool is a LedgerPool and whose sessions carry a lock timeout and are named
+                after the master keys held (MemoryLedger names it in its env: PERSISTENCE_MODULE)
     sessions    the session names, and the ledger sessions connected to a schema (pg_stat_activity)
     recorder    LedgerRecorder: writes events and side-table rows in one transaction;
                 `record`: a save past Application.save; `lost_claim`: which constraint failed
     pipeline    one write as one libpq pipeline of prepared statements
-    pool        LIFO connection pools (the ledger's, the workers' and the API's read pool) that
+    pool        connection pools (the ledger's, the workers' and the API's read pool) that
                 replace dropped connections and wait no longer than the caller's deadline, and
                 a save's connection taken straight from the pool (`with_connection`), or the
                 one pinned to its thread (`pinned`)
@@ -18,32 +18,30 @@ eventsourcing.postgres or any library's internals (import-linter enforces the im
     revocations the listener that drops keys other processes destroy (LISTEN on a channel the
                 shredding transactions notify)
     reads       one-statement reads in autocommit, retried on a dropped connection
-    codec       the sealing mapper's fast JSON and event construction
+    codec       the sealing mapper's JSON (the json module's public API) and event construction
     sealed_state  `clear_json`: the sealed format's clear part, in SQL
     upgrade     a ledger of the release before partitions placed in partitions at start
 
-Library internals relied on, each with the test that pins it (tests/domain/ledger/...):
+Library behaviour relied on, each with the test that pins it (tests/domain/ledger/...). The
+pool, factory and codec reach no private part of a library (issue 26), which
+test_public_apis.py::test_the_persistence_uses_no_private_part_of_its_libraries checks on the
+package's source (private attributes and modules, class swaps); their public extension points:
 
-- psycopg_pool's private `ConnectionPool._get_ready_connection` and the state it reads (`_pool`,
-  `_nconns_min`, `_waiting`, `_stats`, `_REQUESTS_ERRORS`), overridden with a LIFO copy (pool):
-  test_ledger_pool.py::test_sequential_checkouts_reuse_the_connection_returned_last,
-  test_ledger_pool.py::test_concurrent_checkouts_take_the_most_recently_returned_first,
-  test_ledger_pool.py::test_the_read_pool_reuses_the_connection_returned_last.
-- The class of the pool eventsourcing's PostgresDatastore built is switched in place, and its
-  `reconnect_timeout` set after construction (pool):
-  test_ledger_pool.py::test_the_ledger_pool_is_lifo,
-  test_outage_pools.py::test_connections_the_server_closed_are_replaced_not_handed_out.
-- psycopg_pool's private `AddConnection`, `run_task` and `_CONNECTIONS_LOST`, used from the
-  LIFO `_get_ready_connection` to replace a dropped idle connection as psycopg_pool replaces
-  a broken one returned to it, and `pgconn.socket` polled (pool):
-  test_outage_pools.py::test_connections_the_server_closed_are_replaced_not_handed_out.
-- `getconn(timeout)` overridden to cut the wait to the deadline; PostgresDatastore's
-  `get_connection` and the library's `retry` let an error that is not a psycopg or
-  persistence error (LedgerUnavailable) pass at once (pool):
+- psycopg_pool's public `getconn` overridden (pool): a connection the server closed is closed
+  and given back with `putconn`, which discards and replaces it, instead of handed out;
+  `connection()` goes through `getconn`:
+  test_outage_pools.py::test_connections_the_server_closed_are_replaced_not_handed_out,
+  test_outage_pools.py::test_the_read_pools_replace_connections_the_server_closed_too.
+- The same override cuts the wait to the deadline; PostgresDatastore's `get_connection` and
+  the library's `retry` let an error that is not a psycopg or persistence error
+  (LedgerUnavailable) pass at once (pool):
   test_outage_pools.py::test_a_pool_waits_no_longer_than_the_deadline_and_not_at_all_past_it,
   test_outage_pools.py::test_past_the_deadline_the_librarys_own_retries_stop_at_once.
-- psycopg_pool's private `ConnectionPool._configure`, replaced before the pool opens, chaining
-  PostgresDatastore.after_connect_func() and naming the session (factory, sessions):
+- PostgresDatastore's public `after_connect_func` overridden, chaining the library's, and the
+  datastore's pool built as the library's `__init__` builds it; PostgresFactory's datastore
+  rebuilt as a LedgerDatastore from its public attributes (factory, sessions):
+  test_ledger_pool.py::test_the_ledger_datastore_and_pool_are_the_ledgers,
+  test_ledger_pool.py::test_the_ledger_datastore_has_every_setting_the_library_read_from_the_env,
   test_ledger_pool.py::test_every_ledger_connection_has_the_lock_timeout_for_its_session,
   test_ledger_pool.py::test_every_ledger_connection_is_named_after_its_master_keys,
   test_ledger_faults.py::test_a_save_blocked_on_the_events_lock_gives_up_and_its_retry_writes_once.
@@ -82,12 +80,12 @@ Library internals relied on, each with the test that pins it (tests/domain/ledge
 - psycopg's `Diagnostic.constraint_name`, reached through the `__cause__` the library chains to
   its IntegrityError (recorder.lost_claim):
   test_ledger_concurrency.py::test_twenty_creates_of_the_same_key_make_one_memory.
-- CPython's `json.encoder.c_make_encoder` (positional signature) and the JSONTranscoder's
-  `encoder` attribute (codec.encoder):
+- The JSONTranscoder's public `encoder` and `decoder` attributes, read for a JSONEncoder of the
+  same configuration (without the circular-reference memo) and for the decoder's `raw_decode`
+  (codec):
   test_sealing_encoding.py::test_encoder_writes_the_transcoders_bytes,
   test_sealing_encoding.py::test_encoder_writes_the_transcoders_bytes_for_escapes_and_special_floats,
-  test_sealing_encoding.py::test_a_sealed_created_event_is_byte_identical_to_the_library_encoding.
-- CPython's `JSONDecoder.scan_once`, through the JSONTranscoder's `decoder` (codec.decoder):
+  test_sealing_encoding.py::test_a_sealed_created_event_is_byte_identical_to_the_library_encoding,
   test_sealing_encoding.py::test_decoder_reads_what_the_transcoder_reads,
   test_sealing_encoding.py::test_decoder_answers_odd_input_exactly_as_the_transcoder.
 - Events built as Mapper.to_domain_event builds them: `object.__new__` and a `__dict__` set

@@ -1,4 +1,5 @@
-"""The sealing mapper's codec: the library's JSONTranscoder and Mapper, minus per-call setup.
+"""The sealing mapper's codec: the library's JSONTranscoder and Mapper, minus per-call setup,
+through the json module's public API only.
 
 `encoder(transcoder)` and `decoder(transcoder)` return functions that give the very bytes and
 values the transcoder's own `encode` and `decode` give; for any transcoder other than the
@@ -9,7 +10,6 @@ builds a domain event from its decoded state as the library's `Mapper.to_domain_
 from __future__ import annotations
 
 import json
-import json.encoder
 from collections.abc import Callable
 from typing import Any
 
@@ -19,60 +19,56 @@ __all__ = ["decoder", "encoder", "new_event"]
 
 
 def encoder(transcoder: Transcoder) -> Callable[[Any], bytes]:
-    """`transcoder.encode`, or for the library's JSONTranscoder, its own C encoder built once.
+    """`transcoder.encode`, or for the library's JSONTranscoder, a JSONEncoder of the same
+    configuration that keeps no circular-reference memo (`check_circular=False`).
 
-    `JSONEncoder.encode` builds a new C encoder (with a fresh circular-reference memo) on
-    every call; the one built here takes the same default, string escaping and separators,
-    so it writes the same bytes (tests/domain/ledger/test_sealing_encoding.py checks), without the
-    memo: event states are dataclass fields, never circular.
+    It takes the transcoder's default, separators and escaping, so it writes the same bytes
+    (tests/domain/ledger/test_sealing_encoding.py checks); event states are dataclass fields,
+    never circular, so the memo the library's encoder fills on every call is not needed.
     """
-    encoder = getattr(transcoder, "encoder", None)
-    make: Any = getattr(json.encoder, "c_make_encoder", None)
+    library = getattr(transcoder, "encoder", None)
     if (
         type(transcoder) is not JSONTranscoder
-        or type(encoder) is not json.JSONEncoder
-        or make is None
-        or encoder.indent is not None
-        or (encoder.sort_keys, encoder.skipkeys, encoder.ensure_ascii) != (False, False, False)
-        or not encoder.allow_nan
+        or type(library) is not json.JSONEncoder
+        or library.indent is not None
+        or (library.sort_keys, library.skipkeys, library.ensure_ascii) != (False, False, False)
+        or not library.allow_nan
     ):
         return transcoder.encode
-    chunks = make(
-        None,  # no circular-reference memo
-        encoder.default,
-        json.encoder.encode_basestring,
-        None,  # indent
-        encoder.key_separator,
-        encoder.item_separator,
-        False,  # sort_keys
-        False,  # skipkeys
-        True,  # allow_nan
-    )
+    to_text = json.JSONEncoder(
+        skipkeys=False,
+        ensure_ascii=False,
+        check_circular=False,
+        allow_nan=True,
+        sort_keys=False,
+        indent=None,
+        separators=(library.item_separator, library.key_separator),
+        default=library.default,
+    ).encode
 
     def encode(obj: Any) -> bytes:
-        return "".join(chunks(obj, 0)).encode("utf8")
+        return to_text(obj).encode("utf8")
 
     return encode
 
 
 def decoder(transcoder: Transcoder) -> Callable[[bytes], Any]:
-    """`transcoder.decode`, calling the JSON scanner directly when that is the transcoder.
+    """`transcoder.decode`, reading with its JSONDecoder's `raw_decode` when that is the
+    transcoder (no whitespace scan before and after the document).
 
-    Any input the scanner does not take whole (leading or trailing text, invalid JSON) goes to
+    Any input `raw_decode` does not take whole (leading or trailing text, invalid JSON) goes to
     the transcoder itself, so results and errors are exactly its own.
     """
-    scan: Callable[[str, int], tuple[Any, int]] | None = None
-    if type(transcoder) is JSONTranscoder:  # its decode is this scanner, then checks
-        scan = getattr(transcoder.decoder, "scan_once", None)
-    if scan is None:
+    library = getattr(transcoder, "decoder", None)
+    if type(transcoder) is not JSONTranscoder or not isinstance(library, json.JSONDecoder):
         return transcoder.decode
-    scan_once = scan
+    raw_decode = library.raw_decode
 
     def decode(data: bytes) -> Any:
         text = data.decode("utf8")
         try:
-            value, end = scan_once(text, 0)
-        except StopIteration:
+            value, end = raw_decode(text)
+        except json.JSONDecodeError:
             pass
         else:
             if end == len(text):

@@ -1,10 +1,18 @@
-"""Connection pools that hand out the connection returned last (LIFO), not the oldest, and
-never one the server has closed; within a caller's deadline (domain/context.py).
+"""Connection pools that never hand out a connection the server has closed, and wait for one no
+longer than the caller's deadline (domain/context.py); public psycopg_pool API only.
 
-`use_lifo(pool)` switches the pool eventsourcing's datastore built (LedgerFactory calls it);
-`LifoReadPool` is psycopg_pool's ConnectionPool, LIFO, for projections and their workers;
-`RequestReadPool` is the API's read pool, on which an outage raises LedgerUnavailable. Why
-LIFO, and what it measured: docs/ledger.md. Outage behaviour: docs/operations.md.
+`LedgerPool` is eventsourcing's ConnectionPool (the ledger's datastore builds it: factory.py);
+`ReadPool` is psycopg_pool's, for projections and their workers; `RequestReadPool` is the API's
+read pool, on which an outage raises LedgerUnavailable. Outage behaviour: docs/operations.md.
+
+Both override only the public `getconn` (which `connection()` calls too): a connection the
+server closed while idle (a restart, an admin shutdown) is closed and given back with the
+public `putconn`, which discards it and opens a replacement, and the next idle one is taken.
+Not psycopg_pool's `check=` callback: after every connection that fails its check the pool
+sleeps a back-off (1 s, 2 s, 4 s, ...) before taking the next, so after a restart with N dead
+idle connections a request waited 2^N - 1 seconds (measured: 3 s for 3, 14 s for 5).
+Idle connections are handed out in psycopg_pool's own order (first in, first out): the LIFO
+order of before needed its private `_get_ready_connection` (docs/ledger.md, "Pools").
 
 While a deadline is set (`domain.context.within`), a pool waits for a connection no longer
 than the time left, and once none is left raises LedgerUnavailable at once: it is not an
@@ -23,19 +31,16 @@ import psycopg
 import psycopg_pool
 from eventsourcing import persistence
 from eventsourcing.postgres import ConnectionPool, PostgresDatastore
-from psycopg_pool import PoolTimeout, TooManyRequests
-from psycopg_pool.pool import AddConnection
 
 from domain import context
 from domain.errors import LedgerUnavailable
 
 __all__ = [
     "RECONNECT_TIMEOUT",
-    "LifoConnectionPool",
-    "LifoReadPool",
+    "LedgerPool",
+    "ReadPool",
     "RequestReadPool",
     "pinned",
-    "use_lifo",
     "with_connection",
 ]
 
@@ -65,32 +70,6 @@ def _dropped(conn: psycopg.Connection[Any]) -> bool:
     return bool(poller.poll(0))
 
 
-def _get_ready_lifo(self: Any, timeout: float | None) -> Any:
-    # psycopg_pool's own `_get_ready_connection` (3.2, 3.3) with pop() instead of popleft(),
-    # and a dropped connection replaced (as psycopg_pool replaces a broken one returned to it)
-    # instead of handed out; it runs with the pool's lock held.
-    # tests/domain/ledger/test_ledger_pool.py checks it.
-    if timeout is not None and timeout <= 0.0:
-        raise PoolTimeout()
-    conn = None
-    while self._pool:
-        conn = self._pool.pop()
-        if len(self._pool) < self._nconns_min:
-            self._nconns_min = len(self._pool)
-        if not _dropped(conn):
-            return conn
-        self._stats[self._CONNECTIONS_LOST] += 1
-        conn.close()
-        self.run_task(AddConnection(self))
-        conn = None
-    if self.max_waiting and len(self._waiting) >= self.max_waiting:
-        self._stats[self._REQUESTS_ERRORS] += 1
-        raise TooManyRequests(
-            f"the pool {self.name!r} has already {len(self._waiting)} requests waiting"
-        )
-    return conn
-
-
 def _deadline_timeout(timeout: float | None, default: float) -> float | None:
     """The wait for a connection, cut to the deadline's time left (None: the pool's own)."""
     left = context.remaining()
@@ -101,27 +80,45 @@ def _deadline_timeout(timeout: float | None, default: float) -> float | None:
     return min(default if timeout is None else timeout, left)
 
 
-class LifoConnectionPool(ConnectionPool[Any]):
-    """eventsourcing's ConnectionPool, taking live idle connections from the recent end."""
+C = TypeVar("C", bound=psycopg.Connection[Any])
 
-    _get_ready_connection = _get_ready_lifo
+
+def _live_connection(
+    getconn: Callable[[float | None], C],
+    putconn: Callable[[C], None],
+    timeout: float | None,
+    default: float,
+) -> C:
+    """A connection from `getconn` that the server has not closed, within the deadline.
+
+    A dropped one is closed and returned: `putconn` discards a closed connection and has the
+    pool open a new one (psycopg_pool's documented handling of a broken connection).
+    """
+    while True:
+        conn = getconn(_deadline_timeout(timeout, default))
+        if not _dropped(conn):
+            return conn
+        conn.close()
+        putconn(conn)
+
+
+class LedgerPool(ConnectionPool[Any]):
+    """eventsourcing's ConnectionPool, handing out live connections within the deadline."""
 
     def getconn(self, timeout: float | None = None) -> Any:
-        """A connection, waited for no longer than the caller's deadline allows."""
-        return super().getconn(_deadline_timeout(timeout, self.timeout))
+        """A live connection, waited for no longer than the caller's deadline allows."""
+        return _live_connection(super().getconn, self.putconn, timeout, self.timeout)
 
 
-class LifoReadPool(psycopg_pool.ConnectionPool[Any]):
-    """psycopg_pool's ConnectionPool, taking live idle connections from the recent end."""
-
-    _get_ready_connection = _get_ready_lifo
+class ReadPool(psycopg_pool.ConnectionPool[Any]):
+    """psycopg_pool's ConnectionPool, handing out live connections within the deadline."""
 
     def getconn(self, timeout: float | None = None) -> Any:
-        """A connection, waited for no longer than the caller's deadline allows."""
-        return super().getconn(_deadline_timeout(timeout, self.timeout))
+        """A live connection, waited for no longer than the caller's deadline allows."""
+        return _live_connection(super().getconn, self.putconn, timeout, self.timeout)
 
 
-class RequestReadPool(LifoReadPool):
+class RequestReadPool(ReadPool):
     """The API's read pool: a database outage inside `connection()` raises LedgerUnavailable.
 
     Outages are psycopg's OperationalError (server gone, AdminShutdown, a statement timeout,
@@ -136,18 +133,6 @@ class RequestReadPool(LifoReadPool):
                 yield conn
         except (psycopg.OperationalError, psycopg.InterfaceError) as error:
             raise LedgerUnavailable(f"database unavailable: {type(error).__name__}") from error
-
-
-def use_lifo(pool: ConnectionPool[Any]) -> None:
-    """Make the pool the eventsourcing datastore built hand out its connections LIFO.
-
-    The datastore constructs its pool itself, so the class of that pool is switched; the
-    subclass adds no state, so this is safe whether the pool is open or not. Its failed
-    connection attempts give up after RECONNECT_TIMEOUT.
-    """
-    if type(pool) is ConnectionPool:
-        pool.__class__ = LifoConnectionPool
-    pool.reconnect_timeout = RECONNECT_TIMEOUT
 
 
 T = TypeVar("T")

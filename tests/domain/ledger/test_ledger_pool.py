@@ -1,15 +1,20 @@
-"""The ledger's pool hands out the connection returned last, so a steady writer stays on one."""
+"""The ledger's datastore and pools: built through the libraries' public constructors, with the
+library's settings, and the session setup the ledger adds to each connection."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
 
+import pytest
+from eventsourcing.postgres import PostgresFactory
+
 from api.bootstrap import build_pool, postgres_env
 from api.settings import Settings
 from domain.ledger.keyring import MasterKeyring, generate_master_key
 from domain.ledger.ledger import MemoryLedger
-from domain.ledger.persistence.pool import LifoConnectionPool, LifoReadPool
+from domain.ledger.persistence.factory import LedgerDatastore, LedgerFactory
+from domain.ledger.persistence.pool import RECONNECT_TIMEOUT, LedgerPool, ReadPool
 from domain.ledger.persistence.sessions import connected_sessions, schema_tag
 from domain.model.values import Scope
 
@@ -20,34 +25,64 @@ def _pool(ledger: MemoryLedger) -> Any:
     return pool
 
 
-def _backend_pid(pool: Any) -> int:
-    with pool.connection() as conn:
-        return int(conn.info.backend_pid)
-
-
-def test_the_ledger_pool_is_lifo(make_ledger: Callable[..., MemoryLedger]) -> None:
-    assert isinstance(_pool(make_ledger(pool_size=4)), LifoConnectionPool)
-
-
-def test_sequential_checkouts_reuse_the_connection_returned_last(
+def test_the_ledger_datastore_and_pool_are_the_ledgers(
     make_ledger: Callable[..., MemoryLedger],
 ) -> None:
-    pool = _pool(make_ledger(pool_size=4))
-    with pool.connection() as first, pool.connection() as second:
-        assert first.info.backend_pid != second.info.backend_pid
-        last_returned = first.info.backend_pid  # `with` returns `second`, then `first`
-    assert [_backend_pid(pool) for _ in range(6)] == [last_returned] * 6
+    ledger = make_ledger(pool_size=4)
+    assert type(ledger.factory.datastore) is LedgerDatastore  # type: ignore[attr-defined]
+    pool = _pool(ledger)
+    assert type(pool) is LedgerPool and pool.reconnect_timeout == RECONNECT_TIMEOUT
 
 
-def test_concurrent_checkouts_take_the_most_recently_returned_first(
-    make_ledger: Callable[..., MemoryLedger],
+def _settings(obj: Any) -> dict[str, Any]:
+    """An object's public, non-callable attributes (what the library set from the env)."""
+    return {
+        name: value
+        for name, value in vars(obj).items()
+        if not name.startswith("_") and not callable(value)
+    }
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {},
+        {
+            "POSTGRES_PRE_PING": "y",
+            "POSTGRES_MAX_WAITING": "7",
+            "POSTGRES_CONN_MAX_AGE": "123.5",
+            "SINGLE_ROW_TRACKING": "n",
+            "ORIGINATOR_ID_TYPE": "text",
+            "POSTGRES_ENABLE_DB_FUNCTIONS": "y",
+        },
+    ],
+)
+def test_the_ledger_datastore_has_every_setting_the_library_read_from_the_env(
+    database_url: str, pg_schema: str, overrides: dict[str, str]
 ) -> None:
-    pool = _pool(make_ledger(pool_size=4))
-    with pool.connection() as a, pool.connection() as b, pool.connection() as c:
-        pids = [conn.info.backend_pid for conn in (a, b, c)]
-    # Returned c, b, a: a is on top, then b.
-    with pool.connection() as x, pool.connection() as y:
-        assert [x.info.backend_pid, y.info.backend_pid] == pids[:2]
+    # LedgerFactory rebuilds the datastore the library built, from its public attributes: a
+    # setting a new library release adds (and reads from the env) must not be lost.
+    env = (
+        postgres_env(
+            Settings(database_url=database_url, db_schema=pg_schema, pool_size=3, max_overflow=2),
+            database_url,
+        )
+        | overrides
+    )
+    library, ledger = PostgresFactory(env), LedgerFactory(env)
+    try:
+        expected, built = library.datastore, ledger.datastore
+        assert _settings(built) == _settings(expected) | {"pool": built.pool, "session_name": None}
+        assert _settings(built.pool) == _settings(expected.pool) | {
+            "reconnect_timeout": RECONNECT_TIMEOUT,
+            "name": built.pool.name,  # psycopg_pool numbers each pool it names
+        }
+        assert built.pool.connection_class == expected.pool.connection_class
+        assert (built.pool.min_size, built.pool.max_size) == (3, 5)
+        assert built.pool.closed  # as the library leaves it: opened on first use
+    finally:
+        library.close()
+        ledger.close()
 
 
 def test_every_ledger_connection_has_the_lock_timeout_for_its_session(
@@ -106,15 +141,11 @@ def test_every_ledger_connection_is_named_after_its_master_keys(
     assert connected_sessions(ledger.factory.datastore, pg_schema + "x") == []  # type: ignore[attr-defined]
 
 
-def test_the_read_pool_reuses_the_connection_returned_last(
-    database_url: str, pg_schema: str
-) -> None:
+def test_the_workers_pool_is_a_read_pool(database_url: str, pg_schema: str) -> None:
     pool = build_pool(Settings(database_url=database_url, db_schema=pg_schema), database_url)
     try:
-        assert isinstance(pool, LifoReadPool)
-        with pool.connection() as first, pool.connection() as second:
-            assert first.info.backend_pid != second.info.backend_pid
-            last_returned = first.info.backend_pid
-        assert [_backend_pid(pool) for _ in range(4)] == [last_returned] * 4
+        assert type(pool) is ReadPool and pool.reconnect_timeout == RECONNECT_TIMEOUT
+        with pool.connection() as conn:
+            assert conn.execute("SELECT 1").fetchone() == (1,)
     finally:
         pool.close()
