@@ -332,7 +332,7 @@ def build_services(
     vectors = HybridSource(embeddings) if embeddings else None
     return Services(
         ledger=ledger,
-        reads=Reads(read_pool or worker.status_pool, settings.db_schema),
+        reads=Reads(read_pool or worker.status_pool, settings.db_schema, ledger.partition),
         request_deadline=settings.request_deadline,
         retry_after=settings.retry_after,
         metrics=Metrics(),

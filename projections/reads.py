@@ -8,7 +8,7 @@ for the projections' positions beforehand (service/reading.py).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Unpack
 from uuid import UUID
@@ -40,9 +40,17 @@ __all__ = ["InvalidCursor", "Page", "PageQuery", "Reads"]
 class Reads:
     """Queries over the live view tables (a `ReadSource`), one pooled connection per call."""
 
-    def __init__(self, pool: ConnectionPool[Any], schema: str) -> None:
+    def __init__(
+        self,
+        pool: ConnectionPool[Any],
+        schema: str,
+        partition_of: Callable[[str], int] | None = None,
+    ) -> None:
         self.pool = pool
         self.t = Tables(schema)
+        self.partition_of = partition_of
+        """The ledger partition of a user (`MemoryLedger.partition`), where a read needs the
+        projections' positions of the user's partition alone; None: every partition counts."""
 
     def all(
         self, query: Composed, params: Sequence[Any] | Mapping[str, Any]

@@ -185,35 +185,55 @@ class QueryCache(Generic[K, V]):
 
 @dataclass(frozen=True, slots=True)
 class RevisionSnapshot:
-    """The user's memory revision, and where the two projections involved stand."""
+    """The user's memory revision, and whether the two projections involved agree with it.
+
+    `may_serve`: the revision accounts for every change the memories table shows (the
+    revisions projection is at least as far as the memories one). `may_store`: rows read from
+    now on are at least as new as the revision (the other way round).
+    """
 
     revision: int
-    revisions_position: int
-    memories_position: int
+    may_serve: bool
+    may_store: bool
 
-    @property
-    def may_serve(self) -> bool:
-        """The revision accounts for every change the memories table shows."""
-        return self.revisions_position >= self.memories_position
-
-    @property
-    def may_store(self) -> bool:
-        """Rows read from now on are at least as new as the revision."""
-        return self.memories_position >= self.revisions_position
+    @classmethod
+    def at(cls, revision: int, revisions_position: int, memories_position: int) -> RevisionSnapshot:
+        """The snapshot of one partition, from both projections' positions in it."""
+        return cls(
+            revision,
+            revisions_position >= memories_position,
+            memories_position >= revisions_position,
+        )
 
 
 def read_revision(reads: Reads, user_id: str) -> RevisionSnapshot:
-    """One statement (one snapshot): the user's revision and both projections' positions."""
+    """One statement (one snapshot): the user's revision and both projections' positions in
+    the user's ledger partition. Without a way to tell the partition (`reads.partition_of`),
+    every partition counts: it may serve (store) only if it may in every partition."""
     t = reads.t
+    if reads.partition_of is not None:
+        query = SQL(
+            "SELECT (SELECT revision FROM {r} WHERE user_id = %s),"
+            " (SELECT position FROM {p} WHERE projection = 'user_revisions' AND partition = %s),"
+            " (SELECT position FROM {p} WHERE projection = 'active_memories' AND partition = %s)"
+        ).format(r=t["user_revisions"], p=t[TRACKING])
+        partition = reads.partition_of(user_id)
+        with reads.pool.connection() as conn:
+            row = conn.execute(query, (user_id, partition, partition)).fetchone()
+        assert row is not None
+        return RevisionSnapshot.at(int(row[0] or 0), int(row[1] or 0), int(row[2] or 0))
     query = SQL(
-        "SELECT (SELECT revision FROM {r} WHERE user_id = %s) AS revision,"
-        " (SELECT position FROM {p} WHERE projection = 'user_revisions') AS revisions_position,"
-        " (SELECT position FROM {p} WHERE projection = 'active_memories') AS memories_position"
+        "SELECT (SELECT revision FROM {r} WHERE user_id = %s),"
+        " coalesce(bool_and(coalesce(r.position, 0) >= coalesce(m.position, 0)), true),"
+        " coalesce(bool_and(coalesce(m.position, 0) >= coalesce(r.position, 0)), true)"
+        " FROM (SELECT partition, position FROM {p} WHERE projection = 'user_revisions') r"
+        " FULL JOIN (SELECT partition, position FROM {p}"
+        " WHERE projection = 'active_memories') m USING (partition)"
     ).format(r=t["user_revisions"], p=t[TRACKING])
     with reads.pool.connection() as conn:
         row = conn.execute(query, (user_id,)).fetchone()
     assert row is not None
-    return RevisionSnapshot(int(row[0] or 0), int(row[1] or 0), int(row[2] or 0))
+    return RevisionSnapshot(int(row[0] or 0), bool(row[1]), bool(row[2]))
 
 
 def fresh_until(

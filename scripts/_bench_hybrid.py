@@ -118,9 +118,10 @@ class HybridBench:
             self._copy(cur, t, rest, model)
             cur.execute(sql.SQL("ANALYZE {}").format(t["embeddings"]))
             cur.execute(
-                sql.SQL("INSERT INTO {} (projection, position) VALUES ('embeddings', 0)").format(
-                    t[TRACKING]
-                )
+                sql.SQL(
+                    "INSERT INTO {} (projection, partition, position)"
+                    " SELECT 'embeddings', p, 0 FROM generate_series(0, 1023) AS p"
+                ).format(t[TRACKING])
             )
         return {
             "model": model,

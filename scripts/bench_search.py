@@ -330,9 +330,10 @@ def fill(
         )
         for projection in ("active_memories", "user_revisions", "search_terms"):
             cur.execute(
-                sql.SQL("INSERT INTO {} (projection, position) VALUES (%s, %s)").format(
-                    t[TRACKING]
-                ),
+                sql.SQL(
+                    "INSERT INTO {} (projection, partition, position)"
+                    " SELECT %s, p, %s FROM generate_series(0, 1023) AS p"  # synthetic rows
+                ).format(t[TRACKING]),
                 (projection, args.total),
             )
     say(f"filled {args.total:,} rows in {time.perf_counter() - began:.1f}s")

@@ -25,8 +25,9 @@ from functools import lru_cache
 from typing import Any
 from uuid import UUID
 
-from psycopg.sql import SQL
+from psycopg.sql import SQL, Literal
 
+from domain.ledger.positions import MAX_PARTITIONS, PARTITION_BITS
 from projections.reads import Reads
 from projections.tracking import TRACKING, Tables
 from projections.views.embeddings import STAMPS, open_vector
@@ -35,14 +36,35 @@ from retrieval.vectors.matrix import UserVectors, VectorKey, empty, merged, vect
 __all__ = ["load_user_vectors", "read_vector_key"]
 
 
+def _tracked(t: Tables, projection: str) -> Any:
+    """A projection's position in the user's ledger partition, packed as the rows' positions
+    are (domain/ledger/positions.py). The partition is `%(partition)s`, else that of the
+    user's rows (a user without rows has nothing to read: any partition will do)."""
+    return SQL(
+        "(SELECT position << {bits} | partition FROM {p} WHERE projection = {name}"
+        " AND partition = coalesce(%(partition)s::int, (SELECT s0.position & {mask}"
+        " FROM {terms} s0 WHERE s0.user_id = %(user)s LIMIT 1)))"
+    ).format(
+        bits=Literal(PARTITION_BITS),
+        mask=Literal(MAX_PARTITIONS - 1),
+        p=t[TRACKING],
+        name=Literal(projection),
+        terms=t["search_terms"],
+    )
+
+
 def _key_sql(t: Tables) -> Any:
     return SQL(
         "(SELECT revision FROM {r} WHERE user_id = %(user)s) AS revision,"
-        " (SELECT position FROM {p} WHERE projection = 'user_revisions') AS r_position,"
-        " (SELECT position FROM {p} WHERE projection = 'search_terms') AS s_position,"
+        " {revisions} AS r_position, {terms} AS s_position,"
         " (SELECT stamp FROM {st} WHERE user_id = %(user)s) AS stamp,"
         " to_regclass(%(table)s)::oid AS tbl, to_regclass(%(terms)s)::oid AS terms_tbl"
-    ).format(r=t["user_revisions"], p=t[TRACKING], st=t[STAMPS])
+    ).format(
+        r=t["user_revisions"],
+        revisions=_tracked(t, "user_revisions"),
+        terms=_tracked(t, "search_terms"),
+        st=t[STAMPS],
+    )
 
 
 def _key(row: Sequence[Any]) -> VectorKey:
@@ -56,6 +78,7 @@ def _params(reads: Reads, user_id: str) -> dict[str, Any]:
     t, schema = reads.t, reads.t.schema
     return {
         "user": user_id,
+        "partition": None if reads.partition_of is None else reads.partition_of(user_id),
         "table": f'"{schema}"."{t.name("embeddings")}"',
         "terms": f'"{schema}"."{t.name("search_terms")}"',
     }
@@ -78,7 +101,7 @@ def _rows_statement(schema: str, changed: bool) -> str:
     )
     # Rows can only have gone when search_terms moved since (a forget is an event of it).
     count = (
-        ", CASE WHEN (SELECT position FROM {p} WHERE projection = 'search_terms') > %(since)s"
+        ", CASE WHEN {moved} > %(since)s"
         " THEN (SELECT count(*) FROM {terms} WHERE user_id = %(user)s) END AS present"
         if changed
         else ""
@@ -94,7 +117,12 @@ def _rows_statement(schema: str, changed: bool) -> str:
             "  AND e.vector IS NOT NULL"
             " WHERE s.user_id = %(user)s" + which + ") d ON true"
         )
-        .format(key=_key_sql(t), p=t[TRACKING], terms=t["search_terms"], embeddings=t["embeddings"])
+        .format(
+            key=_key_sql(t),
+            moved=_tracked(t, "search_terms"),
+            terms=t["search_terms"],
+            embeddings=t["embeddings"],
+        )
         .as_string(None)
     )
 

@@ -156,7 +156,7 @@ def test_a_size_bound_below_one_is_refused() -> None:
 def test_the_projection_positions_decide_whether_the_cache_may_serve_or_store(
     revisions: int, memories: int, serve: bool, store: bool
 ) -> None:
-    snapshot = RevisionSnapshot(7, revisions, memories)
+    snapshot = RevisionSnapshot.at(7, revisions, memories)
 
     assert (snapshot.may_serve, snapshot.may_store) == (serve, store)
 
@@ -217,7 +217,7 @@ class FakeReads:
 @pytest.fixture
 def snapshot(monkeypatch: pytest.MonkeyPatch) -> list[RevisionSnapshot]:
     """The revision read_revision answers (the last of the list)."""
-    answers = [RevisionSnapshot(1, 5, 5)]
+    answers = [RevisionSnapshot.at(1, 5, 5)]
     monkeypatch.setattr(query_cache, "read_revision", lambda reads, user_id: answers[-1])
     return answers
 
@@ -269,7 +269,7 @@ def test_a_new_revision_misses(snapshot: list[RevisionSnapshot]) -> None:
     search("alice", "learning", "examples", now=NOW)
 
     reads.rows.clear()  # e.g. the memory was forgotten ...
-    snapshot.append(RevisionSnapshot(2, 6, 6))  # ... which advanced the revision
+    snapshot.append(RevisionSnapshot.at(2, 6, 6))  # ... which advanced the revision
 
     assert ids(search("alice", "learning", "examples", now=NOW)) == []
 
@@ -291,7 +291,7 @@ def test_nothing_is_served_while_the_revisions_lag_the_memories(
     search = searcher(reads, QueryCache())
     search("alice", "learning", "examples", now=NOW)
 
-    snapshot.append(RevisionSnapshot(1, 5, 6))  # the memories table already saw a newer event
+    snapshot.append(RevisionSnapshot.at(1, 5, 6))  # the memories table already saw a newer event
 
     assert not search("alice", "learning", "examples", now=NOW).cached
 
@@ -301,7 +301,7 @@ def test_nothing_is_stored_while_the_memories_lag_the_revisions(
 ) -> None:
     reads = FakeReads([row("I prefer examples first")])
     cache: QueryCache[SearchKey, Found] = QueryCache()
-    snapshot.append(RevisionSnapshot(2, 6, 5))
+    snapshot.append(RevisionSnapshot.at(2, 6, 5))
 
     searcher(reads, cache)("alice", "learning", "examples", now=NOW)
 
