@@ -140,9 +140,10 @@ class ProjectionWorker:
         """The live members of this worker's group (every process running a worker of this
         name over the schema) and the partitions each holds."""
         with self.status_pool.connection() as conn:
-            return holders(conn, self.schema, self.name, self._partitions())
+            return holders(conn, self.schema, self.name, self.partition_count())
 
-    def _partitions(self) -> int:
+    def partition_count(self) -> int:
+        """How many partitions the ledger has."""
         recorder = self.ledger.recorder
         return recorder.partitions or len(recorder.heads())  # type: ignore[attr-defined]
 
@@ -314,7 +315,7 @@ class ProjectionWorker:
         with psycopg.connect(conninfo, **kwargs) as listener:
             channel = self.ledger.recorder.channel_name  # type: ignore[attr-defined]
             listener.execute(SQL("LISTEN {}").format(Identifier(channel)))
-            leases = Leases(listener, self.schema, self.name, self._partitions())
+            leases = Leases(listener, self.schema, self.name, self.partition_count())
             try:
                 while not self._stop.is_set():
                     self._turn(leases)
