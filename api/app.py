@@ -111,7 +111,7 @@ def create_app(services: Services, *, max_lag: int = 1000) -> FastAPI:
         """
         retry_after = {"Retry-After": str(services.retry_after)}
         try:
-            position = services.ledger.position()
+            position = services.ledger.recorded()
             lags = _lags(services.worker)
             embedding_lags = _lags(services.embedding_worker)
             quarantined = _quarantined(services)

@@ -91,7 +91,7 @@ class Services:
         if outcome.position:
             with self._lock:
                 self._written[user_id] = max(self._written.get(user_id, 0), outcome.position)
-        note_position(outcome.position or self.ledger.position())
+        note_position(outcome.position or self.ledger.position(user_id))
         return outcome
 
     def record_read(

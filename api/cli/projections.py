@@ -109,7 +109,7 @@ def rebuild_projections(
     chosen = select(names or [], embeddings)  # vectors from the configured embedder
     if any(p.name == "embeddings" for p in chosen) and not drop_vectors:
         _refuse_to_drop_vectors(settings, worker, ledger, embeddings)
-    total = ledger.position()
+    total = ledger.recorded()
     try:
         with EventProgress(
             "replaying the ledger", total, then="checking against live and swapping in"
