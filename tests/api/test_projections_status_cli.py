@@ -80,7 +80,7 @@ def test_status_shows_which_member_holds_which_partitions(
     first.start()
     second.start()
     deadline = time.monotonic() + 10
-    while len(first.owned) + len(second.owned) < partitions or not second.owned:
+    while sorted([len(first.owned), len(second.owned)]) != [partitions // 2] * 2:
         assert time.monotonic() < deadline, (first.owned, second.owned)
         time.sleep(0.05)
     result = CliRunner().invoke(cli, ["projections", "status"], env=env)

@@ -123,9 +123,9 @@ def test_running_workers_split_the_partitions_and_apply_every_event_once(
     first.start()
     second.start()
     ids = write(ledger, 60)
-    until(lambda: len(first.owned) + len(second.owned) == partitions, 10)
-    until(lambda: first.owned and second.owned and not first.owned & second.owned, 10)
-    assert len(first.owned) == len(second.owned) == partitions // 2
+    # Whichever joined first took them all, and gave half back on its next turn.
+    until(lambda: sorted([len(first.owned), len(second.owned)]) == [partitions // 2] * 2, 10)
+    assert not first.owned & second.owned
     ids += write(ledger, 60, prefix="v")
     heads = ledger.recorder.heads()
     target = max(heads, key=lambda p: heads[p])
