@@ -21,6 +21,7 @@ pool connection still applies) wait for each other and skip what the other commi
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -89,11 +90,24 @@ class Leases:
     `refresh` on every turn of the loop; the partitions it returns are this member's to apply.
 
     Bound to one session: when the connection is lost, so are the locks; make a new Leases
-    with the new connection.
+    with the new connection. `interval`: seconds between two reads of `pg_locks` (a turn of a
+    worker under write load is short, one per commit notified; reading every lock of the
+    server that often would cost more than it tells); between them `refresh` answers what it
+    holds.
     """
 
-    def __init__(self, conn: Connection[Any], schema: str, worker: str, partitions: int) -> None:
+    def __init__(
+        self,
+        conn: Connection[Any],
+        schema: str,
+        worker: str,
+        partitions: int,
+        *,
+        interval: float = 0.0,
+    ) -> None:
         self.conn = conn
+        self.interval = interval
+        self._next = 0.0
         self.partitions = partitions
         self._keys = _Keys(schema, worker, partitions)
         self.owned: set[int] = set()
@@ -109,6 +123,10 @@ class Leases:
     def refresh(self) -> frozenset[int]:
         """Join the group (first call), give back the partitions above this member's share,
         take free ones up to it; returns the partitions held now."""
+        now = time.monotonic()
+        if now < self._next:
+            return frozenset(self.owned)
+        self._next = now + self.interval
         conn = self.conn
         if not self._joined:
             # Shared: every member holds it at once; nobody takes it exclusively.

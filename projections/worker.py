@@ -34,6 +34,11 @@ PROBE_LOCK_TIMEOUT = 0.1
 the others (applied before it) next to nothing."""
 
 
+LEASE_INTERVAL = 0.2
+"""Seconds between two renewals of a worker's leases, at most (a turn of its loop renews them
+when that long passed): what a takeover may take longer than the turns themselves."""
+
+
 @dataclass(frozen=True, slots=True)
 class ProjectionStatus:
     """A projection's position against the ledger's head."""
@@ -315,7 +320,9 @@ class ProjectionWorker:
         with psycopg.connect(conninfo, **kwargs) as listener:
             channel = self.ledger.recorder.channel_name  # type: ignore[attr-defined]
             listener.execute(SQL("LISTEN {}").format(Identifier(channel)))
-            leases = Leases(listener, self.schema, self.name, self.partition_count())
+            leases = Leases(
+                listener, self.schema, self.name, self.partition_count(), interval=LEASE_INTERVAL
+            )
             try:
                 while not self._stop.is_set():
                     self._turn(leases)
