@@ -27,7 +27,16 @@ from projections.leases import Holder, holders
 from projections.registry import main_projections
 from projections.tracking import Tables, read_positions
 from tests.faults.cluster import PrivateCluster
-from tests.faults.harness import SLACK, FaultServer, until
+from tests.faults.harness import (
+    SLACK,
+    FaultServer,
+    Load,
+    acknowledged_writes_kept,
+    check_calls,
+    create,
+    timed,
+    until,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.faults]
 
@@ -191,3 +200,96 @@ def test_two_processes_split_the_partitions_and_one_takes_over_a_killed_ones(
     assert len(writes.ids) > 20, "the load saved too little"
     print(f"{len(writes.ids)} memories saved under the kill")  # (-s)
     applied_once(cluster, fault_schema, ledger, writes.ids)
+
+
+def audited_once(cluster: PrivateCluster, schema: str) -> None:
+    """The audit log holds every event of every partition once (read from the heads table)."""
+    t = Tables(schema)
+    with psycopg.connect(cluster.url, autocommit=True) as conn:
+        heads = conn.execute(
+            sql.SQL("SELECT partition, position FROM {}").format(
+                sql.Identifier(schema, "memledger_ledger_heads")
+            )
+        ).fetchall()
+        audit = [
+            r[0] for r in conn.execute(sql.SQL("SELECT position FROM {}").format(t["audit_log"]))
+        ]
+    expected = {pack(p, local) for p, head in heads for local in range(1, head + 1)}
+    assert len(audit) == len(expected) and set(audit) == expected
+
+
+def at_heads(cluster: PrivateCluster, schema: str) -> bool:
+    """Every main projection at the head of every partition (the heads table read)."""
+    with psycopg.connect(cluster.url, autocommit=True) as conn:
+        heads = conn.execute(
+            sql.SQL("SELECT partition, position FROM {}").format(
+                sql.Identifier(schema, "memledger_ledger_heads")
+            )
+        ).fetchall()
+        positions = read_positions(conn, Tables(schema))
+    return all(
+        positions.get((p.name, partition), 0) == head
+        for p in main_projections()
+        for partition, head in heads
+    )
+
+
+def test_a_server_reads_its_writes_applied_by_another_process_and_takes_over_when_it_dies(
+    make_server: Callable[..., FaultServer],
+    cluster: PrivateCluster,
+    fault_schema: str,
+    ledger: MemoryLedger,
+) -> None:
+    server, other = make_server(), make_server("projections", "run")
+    for process in (server, other):
+        process.env["MEMLEDGER_PARTITIONS"] = str(PARTITIONS)
+    server.start()
+    other.start(ready=False)
+    until(
+        lambda: (
+            sorted(len(m.partitions) for m in members(cluster, fault_schema))
+            == [PARTITIONS // 2] * 2
+        ),
+        timeout=60,
+    )
+    # A user whose partition the other process applies: each write read back at once
+    # (read-your-writes) waits for the other process's commit.
+    tag = f"pid {other.process.pid}"  # type: ignore[union-attr]
+    [held] = [m.partitions for m in members(cluster, fault_schema) if tag in (m.application or "")]
+    user = next(u for u in (f"far{i}" for i in range(1000)) if ledger.partition(u) in held)
+    with server.client(user) as client:
+        for _ in range(5):
+            call, body = create(client)
+            assert call.status == 201, (call, body)
+            read = timed(client, "GET", f"/me/core-memories/{body['memory_id']}")[0]
+            assert read.status == 200, read
+    # Then under load, the other process killed: the server takes its partitions over.
+    with Load(server, writers=4, readers=1) as load:
+        time.sleep(2.0)
+        killed = time.monotonic()
+        other.kill()
+        until(
+            lambda: [len(m.partitions) for m in members(cluster, fault_schema)] == [PARTITIONS],
+            timeout=30,
+            step=0.02,
+        )
+        takeover = time.monotonic() - killed
+        print(f"serve took over after kill -9 of projections run: {takeover:.2f}s")  # (-s)
+        time.sleep(2.0)
+    assert takeover <= TAKEOVER, takeover
+    check_calls(load.calls, server=server)
+    reads = [c for c in load.calls if c.method == "GET" and "/core-memories/" in c.path]
+    assert reads and {c.status for c in reads} == {200}, {c.status for c in reads}
+    acknowledged_writes_kept(server, load.acknowledged)
+
+    def caught_up() -> bool:
+        with server.client("ops") as client:
+            call, body = timed(client, "GET", "/readyz")
+        return call.status == 200 and not any(body["projection_lag"].values())
+
+    until(caught_up, timeout=30)
+    server.stop()  # its last access records are written as it stops: applied by a restart
+    other.start(ready=False)
+    until(lambda: at_heads(cluster, fault_schema), timeout=30)
+    other.stop()
+    audited_once(cluster, fault_schema)
