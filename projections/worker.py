@@ -58,11 +58,11 @@ class ProjectionWorker:
     projection in a short transaction of its own (projections/applying.py).
 
     Run it in-process (`start()`/`stop()`) or as its own process (`run()`). The workers of one
-    `name` over a schema, in any number of processes, share the ledger's partitions through
-    leases (projections/leases.py): each applies every projection to the partitions it holds,
-    a fair share, and takes over a stopped or killed one's within a turn or two of its loop
-    (`idle_wait`, a second at most). Database errors
-    restart the loop with exponential back-off; an event a projection cannot apply is
+    `name` (and projections: `group`) over a schema, in any number of processes, share the
+    ledger's partitions through leases (projections/leases.py): each applies every projection
+    to the partitions it holds, a fair share, and takes over a stopped or killed one's within
+    a turn or two of its loop (`idle_wait`, a second at most). Database errors restart the
+    loop with exponential back-off; an event a projection cannot apply is
     quarantined and the projection moves on (projections/quarantine.py). A projection that
     cannot make progress holds back only itself: one whose tables stay locked past
     `lock_timeout` (or that times out) is retried soon, after up to `max_restart_wait`, the
@@ -145,7 +145,14 @@ class ProjectionWorker:
         """The live members of this worker's group (every process running a worker of this
         name over the schema) and the partitions each holds."""
         with self.status_pool.connection() as conn:
-            return holders(conn, self.schema, self.name, self.partition_count())
+            return holders(conn, self.schema, self.group, self.partition_count())
+
+    @property
+    def group(self) -> str:
+        """What the workers sharing the partitions with this one have in common: the name and
+        the projections run (workers of one name running other projections, as during a
+        rolling upgrade that adds one, never take each other's partitions)."""
+        return f"{self.name}/{'+'.join(sorted(p.name for p in self.projections))}"
 
     def partition_count(self) -> int:
         """How many partitions the ledger has."""
@@ -321,7 +328,7 @@ class ProjectionWorker:
             channel = self.ledger.recorder.channel_name  # type: ignore[attr-defined]
             listener.execute(SQL("LISTEN {}").format(Identifier(channel)))
             leases = Leases(
-                listener, self.schema, self.name, self.partition_count(), interval=LEASE_INTERVAL
+                listener, self.schema, self.group, self.partition_count(), interval=LEASE_INTERVAL
             )
             try:
                 while not self._stop.is_set():

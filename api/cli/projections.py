@@ -148,10 +148,18 @@ def rebuild_projections(
 
 
 @projections_app.command("status")
-def projections_status() -> None:
+def projections_status(
+    members: Annotated[
+        bool,
+        typer.Option(
+            "--members",
+            help="then each worker group's members (processes) and the partitions each holds",
+        ),
+    ] = False,
+) -> None:
     """Each projection's position in the ledger (its partitions' positions added up) and how
-    far it lags; then each worker group's members (the processes running it, by their
-    listener's backend pid and application name) and the partitions each holds.
+    far it lags; with --members, then each worker group's members (the processes running it,
+    by their listener's backend pid and application name) and the partitions each holds.
 
     Reads only: it creates no table and takes no DDL lock, so it answers while a table is
     locked (its reads wait MEMLEDGER_LOCK_TIMEOUT at most for the tracking table's lock).
@@ -163,8 +171,8 @@ def projections_status() -> None:
         for each in (worker, embedding_worker):  # embeddings: their own worker, listed last
             for status in each.status():
                 typer.echo(f"{status.name:<18} position {status.position:>10}  lag {status.lag}")
-        for each in (worker, embedding_worker):  # who applies which partitions (leases)
-            for line in _members(each):
+        for each in (worker, embedding_worker) if members else ():  # who applies which
+            for line in _members(each):  # partitions (leases)
                 typer.echo(line)
     finally:
         for each in (worker, embedding_worker):

@@ -83,7 +83,7 @@ def test_status_shows_which_member_holds_which_partitions(
     while sorted([len(first.owned), len(second.owned)]) != [partitions // 2] * 2:
         assert time.monotonic() < deadline, (first.owned, second.owned)
         time.sleep(0.05)
-    result = CliRunner().invoke(cli, ["projections", "status"], env=env)
+    result = CliRunner().invoke(cli, ["projections", "status", "--members"], env=env)
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
     group = next(line for line in lines if line.startswith("projection-worker"))

@@ -48,7 +48,8 @@ TAKEOVER = 2 * IDLE_WAIT + SLACK
 """Seconds from the kill to the survivor holding every partition: the member count drops at
 once (the killed sessions end), then one turn of the survivor's loop (a catch-up cut at
 idle_wait, a wait of idle_wait at most), plus what a busy machine adds. Within 5 s (issue 26)."""
-WORKER = "projection-worker"
+WORKER = f"projection-worker/{'+'.join(sorted(p.name for p in main_projections()))}"
+"""The main worker's lease group (ProjectionWorker.group)."""
 
 
 @pytest.fixture

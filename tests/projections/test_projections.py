@@ -295,7 +295,7 @@ def test_a_worker_alone_holds_every_partition_and_gives_half_to_a_newcomer(
         assert first.owned == frozenset(range(partitions))
         # A second member (leases only, not applying) gets what the first gives back.
         with psycopg.connect(second.pool.conninfo, autocommit=True) as conn:
-            leases = Leases(conn, second.schema, second.name, partitions)
+            leases = Leases(conn, second.schema, second.group, partitions)
             deadline = time.monotonic() + 5
             while len(leases.refresh()) < partitions // 2:
                 assert time.monotonic() < deadline, (leases.owned, first.owned)
