@@ -33,14 +33,20 @@ from projections.tracking import lock_key
 
 __all__ = ["Holder", "Leases", "holders", "share", "unheld"]
 
-_HELD = SQL(
-    "SELECT l.classid::bigint, l.objid::bigint, l.pid, l.mode, a.application_name"
-    " FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid"
+_HELD = (
+    " FROM pg_locks l{}"
     " WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1"
     " AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())"
 )
-"""Every advisory lock held in this database, with its session's application name: a bigint
-key shows as its high half in classid and its low half in objid (objsubid 1)."""
+_LOCKS = SQL("SELECT l.classid::bigint, l.objid::bigint, l.pid, l.mode, NULL" + _HELD.format(""))
+"""Every advisory lock held in this database: a bigint key shows as its high half in classid
+and its low half in objid (objsubid 1)."""
+_NAMED = SQL(
+    "SELECT l.classid::bigint, l.objid::bigint, l.pid, l.mode, a.application_name"
+    + _HELD.format(" LEFT JOIN pg_stat_activity a ON a.pid = l.pid")
+)
+"""The same with each session's application name (for status only: pg_stat_activity costs
+more to read)."""
 
 
 def share(partitions: int, members: int) -> int:
@@ -73,11 +79,16 @@ class _Keys:
         self._member_halves = _halves(self.member)
         self._partition_of = {_halves(key): p for p, key in enumerate(self.partition)}
 
-    def read(self, conn: Connection[Any]) -> tuple[dict[int, str | None], dict[int, int]]:
-        """The members ({pid: application name}) and the partitions held ({partition: pid})."""
+    def read(
+        self, conn: Connection[Any], *, named: bool = False
+    ) -> tuple[dict[int, str | None], dict[int, int]]:
+        """The members ({pid: application name if `named`}) and the partitions held
+        ({partition: pid})."""
         members: dict[int, str | None] = {}
         held: dict[int, int] = {}
-        for classid, objid, pid, mode, application in conn.execute(_HELD).fetchall():
+        for classid, objid, pid, mode, application in conn.execute(
+            _NAMED if named else _LOCKS
+        ).fetchall():
             if (classid, objid) == self._member_halves and mode == "ShareLock":
                 members[pid] = application
             elif (partition := self._partition_of.get((classid, objid))) is not None:
@@ -124,7 +135,7 @@ class Leases:
         """Join the group (first call), give back the partitions above this member's share,
         take free ones up to it; returns the partitions held now."""
         now = time.monotonic()
-        if now < self._next:
+        if now < self._next or not self.partitions:
             return frozenset(self.owned)
         self._next = now + self.interval
         conn = self.conn
@@ -165,7 +176,7 @@ class Leases:
 def holders(conn: Connection[Any], schema: str, worker: str, partitions: int) -> list[Holder]:
     """The members of the worker group and what each holds, by pid (for status: nothing is
     locked or changed)."""
-    members, held = _Keys(schema, worker, partitions).read(conn)
+    members, held = _Keys(schema, worker, partitions).read(conn, named=True)
     by_pid: dict[int, list[int]] = {pid: [] for pid in members}
     for partition, pid in held.items():
         by_pid.setdefault(pid, []).append(partition)
