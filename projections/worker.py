@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,10 +19,11 @@ from domain.ledger.positions import local_of, partition_of
 from projections.applying import SetAside, apply_batch, set_aside
 from projections.base import Projection
 from projections.envelope import Envelope, decode_batch
+from projections.leases import Holder, Leases, holders
 from projections.quarantine import quarantine_counts
 from projections.sealed import register
 from projections.startup import ensure_tables
-from projections.tracking import Tables, lock_key, read_positions
+from projections.tracking import Tables, read_positions
 
 __all__ = ["PROBE_LOCK_TIMEOUT", "ProjectionStatus", "ProjectionWorker", "ensure_tables"]
 
@@ -30,6 +32,11 @@ _log = logging.getLogger(__name__)
 PROBE_LOCK_TIMEOUT = 0.1
 """Seconds a projection held back by a lock waits for it when retried: still locked, it costs
 the others (applied before it) next to nothing."""
+
+
+LEASE_INTERVAL = 0.2
+"""Seconds between two renewals of a worker's leases, at most (a turn of its loop renews them
+when that long passed): what a takeover may take longer than the turns themselves."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,9 +57,12 @@ class ProjectionWorker:
     """Applies new ledger events to projections: a batch decoded once, then applied to each
     projection in a short transaction of its own (projections/applying.py).
 
-    Run it in-process (`start()`/`stop()`) or as its own process (`run()`). Each projection is
-    run by the one worker holding its advisory lock; other workers stand by. Database errors
-    restart the loop with exponential back-off; an event a projection cannot apply is
+    Run it in-process (`start()`/`stop()`) or as its own process (`run()`). The workers of one
+    `name` (and projections: `group`) over a schema, in any number of processes, share the
+    ledger's partitions through leases (projections/leases.py): each applies every projection
+    to the partitions it holds, a fair share, and takes over a stopped or killed one's within
+    a turn or two of its loop (`idle_wait`, a second at most). Database errors restart the
+    loop with exponential back-off; an event a projection cannot apply is
     quarantined and the projection moves on (projections/quarantine.py). A projection that
     cannot make progress holds back only itself: one whose tables stay locked past
     `lock_timeout` (or that times out) is retried soon, after up to `max_restart_wait`, the
@@ -102,6 +112,9 @@ class ProjectionWorker:
         # The position up to which this worker committed each projection: what the tracking
         # table holds at least (only a later batch, or another process, moves it further).
         self._committed: dict[tuple[str, int], int] = {}
+        self.owned: frozenset[int] = frozenset()
+        """The partitions this worker's live loop holds now (`run`; empty when not running)."""
+        self._cut = False  # the last catch-up stopped at its deadline, not caught up
 
     # -- catching up -------------------------------------------------------------------------
 
@@ -128,6 +141,24 @@ class ProjectionWorker:
             for p in self.projections
         ]
 
+    def holders(self) -> list[Holder]:
+        """The live members of this worker's group (every process running a worker of this
+        name over the schema) and the partitions each holds."""
+        with self.status_pool.connection() as conn:
+            return holders(conn, self.schema, self.group, self.partition_count())
+
+    @property
+    def group(self) -> str:
+        """What the workers sharing the partitions with this one have in common: the name and
+        the projections run (workers of one name running other projections, as during a
+        rolling upgrade that adds one, never take each other's partitions)."""
+        return f"{self.name}/{'+'.join(sorted(p.name for p in self.projections))}"
+
+    def partition_count(self) -> int:
+        """How many partitions the ledger has."""
+        recorder = self.ledger.recorder
+        return recorder.partitions or len(recorder.heads())  # type: ignore[attr-defined]
+
     def quarantined(self) -> dict[str, int]:
         """How many events each of its projections has quarantined (0: none)."""
         with self.pool.connection() as conn:
@@ -135,17 +166,27 @@ class ProjectionWorker:
         return {p.name: counts.get(p.name, 0) for p in self.projections}
 
     def catch_up(
-        self, owned: Sequence[Projection] | None = None, *, interruptible: bool = False
+        self,
+        owned: Sequence[Projection] | None = None,
+        *,
+        interruptible: bool = False,
+        partitions: Collection[int] | None = None,
+        until: float | None = None,
     ) -> int:
-        """Apply every event not yet applied; returns how many ledger events were read.
+        """Apply every event not yet applied (in `partitions` only, if given: those this
+        worker holds); returns how many ledger events were read.
 
-        `interruptible` (the live loop) stops between batches once stop() was called.
+        `interruptible` (the live loop) stops between batches once stop() was called, or once
+        `until` (a monotonic time) passed: the loop then renews its leases and goes on.
         """
         runnable = [p for p in (owned or self.projections) if self._may_run(p.name)]
         recorder = self.ledger.recorder
         read = 0
-        while runnable and not (interruptible and self._stop.is_set()):
+        self._cut = False
+        while runnable and not (interruptible and self._interrupted(until)):
             heads: dict[int, int] = recorder.heads()  # type: ignore[attr-defined]
+            if partitions is not None:
+                heads = {p: head for p, head in heads.items() if p in partitions}
             positions = self.positions()
             progressed = False
             for partition, head in heads.items():
@@ -164,11 +205,19 @@ class ProjectionWorker:
                 runnable = self._apply(runnable, batch, positions)
                 with self._progress:
                     self._progress.notify_all()
-                if not runnable or (interruptible and self._stop.is_set()):
+                if not runnable or (interruptible and self._interrupted(until)):
                     break
             if not progressed:
                 break
         return read
+
+    def _interrupted(self, until: float | None) -> bool:
+        if self._stop.is_set():
+            return True
+        if until is not None and time.monotonic() >= until:
+            self._cut = True
+            return True
+        return False
 
     def _apply(
         self,
@@ -209,14 +258,21 @@ class ProjectionWorker:
         return [p for p in projections if p.name not in aside]
 
     def backfill(
-        self, owned: Sequence[Projection] | None = None, *, interruptible: bool = False
+        self,
+        owned: Sequence[Projection] | None = None,
+        *,
+        interruptible: bool = False,
+        partitions: Collection[int] | None = None,
+        until: float | None = None,
     ) -> int:
         """Let the projections fill in what they could not compute, catching up between steps
         (a forget behind a long backfill is applied after one step); returns the steps' total.
+        A backfill fills rows of every partition: the live loop runs it in one member of the
+        group (the holder of partition 0), catching up its own partitions between steps.
         """
         projections = list(owned or self.projections)
         total = 0
-        while not (interruptible and self._stop.is_set()):
+        while not (interruptible and self._interrupted(until)):
             done = 0
             for projection in projections:
                 if not self._may_run(projection.name):
@@ -232,7 +288,9 @@ class ProjectionWorker:
             if not done:
                 return total
             total += done
-            self.catch_up(projections, interruptible=interruptible)
+            self.catch_up(
+                projections, interruptible=interruptible, partitions=partitions, until=until
+            )
         return total
 
     def _may_run(self, name: str) -> bool:
@@ -262,32 +320,51 @@ class ProjectionWorker:
 
     def _follow(self) -> None:
         conninfo = self.pool.conninfo
-        kwargs = {**self.pool.kwargs, "autocommit": True}
+        # The listener holds the leases; its application name says which process holds them
+        # (`holders`, `memledger projections status`).
+        application = f"memledger {self.name} pid {os.getpid()}"[:63]
+        kwargs = {**self.pool.kwargs, "autocommit": True, "application_name": application}
         with psycopg.connect(conninfo, **kwargs) as listener:
             channel = self.ledger.recorder.channel_name  # type: ignore[attr-defined]
             listener.execute(SQL("LISTEN {}").format(Identifier(channel)))
-            while not self._stop.is_set():
-                owned = [p for p in self.projections if self._hold(listener, p)]
-                if owned:
-                    self.catch_up(owned, interruptible=True)
-                    self.backfill(owned, interruptible=True)
-                if any(p.name == "candidates" for p in owned):
-                    self.expire_due_candidates()
-                self._caught_up = True  # a later failure restarts without the back-off
-                # Sleep until the ledger notifies a commit (or idle_wait passes, as a safety net).
-                for _ in listener.notifies(timeout=self.idle_wait, stop_after=1):
-                    pass
+            leases = Leases(
+                listener, self.schema, self.group, self.partition_count(), interval=LEASE_INTERVAL
+            )
+            try:
+                while not self._stop.is_set():
+                    self._turn(leases)
+                    self._caught_up = True  # a later failure restarts without the back-off
+                    if self._cut:
+                        continue  # not caught up: renew the leases, then on at once
+                    # Sleep until the ledger notifies a commit (or idle_wait passes: the
+                    # leases are renewed at least that often).
+                    for _ in listener.notifies(timeout=self.idle_wait, stop_after=1):
+                        pass
+            finally:
+                self.owned = frozenset()
 
-    def _hold(self, listener: psycopg.Connection[Any], projection: Projection) -> bool:
-        row = listener.execute(
-            "SELECT pg_try_advisory_lock(%s)", (lock_key(self.schema, projection.name),)
-        ).fetchone()
-        return bool(row and row[0])
+    def _turn(self, leases: Leases) -> None:
+        """One turn of the live loop: renew the leases, apply what the partitions held lack
+        (for idle_wait at most, so a dead member's partitions wait no longer for the leases'
+        renewal), and what is done once per group by the holder of partition 0: the
+        projections' backfill and the sweep of due candidates."""
+        self.owned = owned = leases.refresh()
+        self._cut = False
+        if not owned:
+            return  # a standby: more members than partitions
+        until = time.monotonic() + min(self.idle_wait, 1.0)
+        self.catch_up(interruptible=True, partitions=owned, until=until)
+        if self._cut or 0 not in owned:
+            return
+        self.backfill(interruptible=True, partitions=owned, until=until)
+        if any(p.name == "candidates" for p in self.projections):
+            self.expire_due_candidates()
 
     def expire_due_candidates(self, limit: int = 100) -> int:
         """Expire pending candidates past their expiry (30 days); returns how many.
 
-        Run by the worker holding the candidates projection, so one process sweeps at a time.
+        Run by the member holding partition 0 of the group running the candidates projection,
+        so one process sweeps at a time.
         """
         with self.pool.connection() as conn:
             try:

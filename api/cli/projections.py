@@ -4,6 +4,7 @@ rebuilds, and the events they set aside."""
 from __future__ import annotations
 
 import signal
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Annotated, Final
 
 import typer
@@ -150,8 +151,18 @@ def rebuild_projections(
 
 
 @projections_app.command("status")
-def projections_status() -> None:
-    """Each projection's position in the ledger and how far it lags.
+def projections_status(
+    members: Annotated[
+        bool,
+        typer.Option(
+            "--members",
+            help="then each worker group's members (processes) and the partitions each holds",
+        ),
+    ] = False,
+) -> None:
+    """Each projection's position in the ledger (its partitions' positions added up) and how
+    far it lags; with --members, then each worker group's members (the processes running it,
+    by their listener's backend pid and application name) and the partitions each holds.
 
     Reads only: it creates no table and takes no DDL lock, so it answers while a table is
     locked (its reads wait MEMLEDGER_LOCK_TIMEOUT at most for the tracking table's lock).
@@ -163,6 +174,9 @@ def projections_status() -> None:
         for each in (worker, embedding_worker):  # embeddings: their own worker, listed last
             for status in each.status():
                 typer.echo(f"{status.name:<18} position {status.position:>10}  lag {status.lag}")
+        for each in (worker, embedding_worker) if members else ():  # who applies which
+            for line in _members(each):  # partitions (leases)
+                typer.echo(line)
     finally:
         for each in (worker, embedding_worker):
             each.pool.close()
@@ -223,6 +237,38 @@ def projections_quarantine(
         typer.echo(f"{verdict}: {entry.projection} position {entry.position}")
     if any((e.projection, e.position) in still for e in entries):
         raise typer.Exit(EXIT_NOT_DONE)
+
+
+def _members(worker: ProjectionWorker) -> list[str]:
+    """The worker group's line (members, partitions held of all, none held: `unheld`), then
+    one line per member."""
+    from projections.leases import unheld
+
+    partitions = worker.partition_count()
+    members = worker.holders()
+    free = unheld(partitions, members)
+    lines = [
+        f"{worker.name:<18} members {len(members):>3}  partitions held"
+        f" {partitions - len(free)}/{partitions}"
+        + (f"  unheld {_ranges(free)}" if members and free else "")
+    ]
+    for member in members:
+        lines.append(
+            f"  pid {member.pid:<8} {member.application or '-'}:"
+            f" {len(member.partitions)} partitions {_ranges(member.partitions) or '-'}"
+        )
+    return lines
+
+
+def _ranges(partitions: Sequence[int]) -> str:
+    """0,1,2,5 as 0-2,5."""
+    runs: list[list[int]] = []
+    for p in sorted(partitions):
+        if runs and p == runs[-1][1] + 1:
+            runs[-1][1] = p
+        else:
+            runs.append([p, p])
+    return ",".join(f"{a}-{b}" if b > a else f"{a}" for a, b in runs)
 
 
 def _batch_for(events: int) -> int:

@@ -4,6 +4,7 @@ takes no DDL lock, and waits MEMLEDGER_LOCK_TIMEOUT at most for a lock it needs.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -63,7 +64,29 @@ def test_status_gives_up_with_a_locked_tracking_table(
     make_worker: Callable[..., ProjectionWorker], env: dict[str, Any], database_url: str
 ) -> None:
     make_worker(main_projections())  # the tables exist
-    table = "memledger_projection_positions"
+    table = "memledger_projection_tracking"
     result = status_while_locked(env | {"MEMLEDGER_LOCK_TIMEOUT": "1"}, database_url, table)
     assert result.exit_code == EXIT_UNAVAILABLE, result.output
     assert "lock timeout" in result.output
+
+
+def test_status_shows_which_member_holds_which_partitions(
+    ledger: MemoryLedger,
+    make_worker: Callable[..., ProjectionWorker],
+    env: dict[str, Any],
+) -> None:
+    partitions = ledger.recorder.partitions
+    first, second = (make_worker(main_projections(), idle_wait=0.2) for _ in range(2))
+    first.start()
+    second.start()
+    deadline = time.monotonic() + 10
+    while sorted([len(first.owned), len(second.owned)]) != [partitions // 2] * 2:
+        assert time.monotonic() < deadline, (first.owned, second.owned)
+        time.sleep(0.05)
+    result = CliRunner().invoke(cli, ["projections", "status", "--members"], env=env)
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    group = next(line for line in lines if line.startswith("projection-worker"))
+    assert group.split()[1:] == ["members", "2", "partitions", "held", f"{partitions}/{partitions}"]
+    held = [line for line in lines if line.startswith("  pid ")]
+    assert len(held) == 2 and all(f"{partitions // 2} partitions" in line for line in held)

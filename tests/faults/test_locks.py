@@ -29,7 +29,7 @@ from tests.faults.harness import (
 
 pytestmark = [pytest.mark.integration, pytest.mark.faults]
 
-TRACKING = "memledger_projection_positions"
+TRACKING = "memledger_projection_tracking"
 
 
 @contextmanager
@@ -80,11 +80,16 @@ def alive(cluster: PrivateCluster, pids: set[int]) -> bool:
 
 
 def caught_up(cluster: PrivateCluster, schema: str) -> bool:
-    head = query(
-        cluster, f'SELECT coalesce(max(notification_id), 0) FROM "{schema}".memledger_events'
+    """Every projection that tracks a partition at the head of every partition."""
+    behind = query(
+        cluster,
+        f'SELECT count(*) FROM "{schema}".memledger_ledger_heads h'
+        f' CROSS JOIN (SELECT DISTINCT projection FROM "{schema}".{TRACKING}) p'
+        f' LEFT JOIN "{schema}".{TRACKING} t'
+        "  ON t.projection = p.projection AND t.partition = h.partition"
+        " WHERE coalesce(t.position, 0) < h.position",
     )
-    low = query(cluster, f'SELECT coalesce(min(position), 0) FROM "{schema}".{TRACKING}')
-    return low[0][0] >= head[0][0]
+    return behind[0][0] == 0
 
 
 def test_a_locked_view_table_holds_back_only_itself(

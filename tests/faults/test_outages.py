@@ -50,7 +50,7 @@ def applied(cluster: PrivateCluster, schema: str) -> int:
     with psycopg.connect(cluster.url, autocommit=True) as conn:
         row = conn.execute(
             sql.SQL("SELECT coalesce(sum(position), 0) FROM {}").format(
-                sql.Identifier(schema, "memledger_projection_positions")
+                sql.Identifier(schema, "memledger_projection_tracking")
             )
         ).fetchone()
     return int(row[0]) if row else 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -13,6 +14,7 @@ from psycopg import sql
 from domain.ledger.ledger import MemoryLedger
 from domain.model.values import Scope
 from projections.base import Projection
+from projections.leases import Leases
 from projections.reads import Reads
 from projections.rebuild import rebuild
 from projections.registry import all_projections
@@ -110,7 +112,7 @@ def test_projections_follow_the_ledger_and_forget_what_is_forgotten(
     forgotten_text = f"alice fact 2 {marker}"
     assert forgotten_text not in repr(rows) and f"replacement {marker}" not in repr(rows)
     audit_types = [r[2] for r in rows["audit_log"]]
-    assert len(audit_types) == ledger.position()
+    assert len(audit_types) == ledger.recorded()
     assert {
         "memory.created",
         "memory.updated",
@@ -282,26 +284,34 @@ def test_a_standby_worker_waits_for_what_another_worker_committed(
     assert not applying.wait(later.position, timeout=0.1)  # its own record is not enough
 
 
-def test_only_one_worker_runs_a_projection_at_a_time(
+def test_a_worker_alone_holds_every_partition_and_gives_half_to_a_newcomer(
     ledger: MemoryLedger, make_worker: Callable[..., ProjectionWorker]
 ) -> None:
-    first, second = make_worker(), make_worker()
+    first, second = make_worker(idle_wait=0.2), make_worker()
     first.start()
     try:
         outcome = ledger.create_memory(
             "alice", scope=Scope.global_(), memory_key="k", content="x", category="fact"
         )
         assert first.wait(outcome.position, timeout=5)
+        partitions = first.partition_count()
+        assert first.owned == frozenset(range(partitions))
+        # A second member (leases only, not applying) gets what the first gives back.
         with psycopg.connect(second.pool.conninfo, autocommit=True) as conn:
-            held = [second._hold(conn, p) for p in second.projections]
-        assert held == [False] * len(second.projections)
+            leases = Leases(conn, second.schema, second.group, partitions)
+            deadline = time.monotonic() + 5
+            while len(leases.refresh()) < partitions // 2:
+                assert time.monotonic() < deadline, (leases.owned, first.owned)
+                time.sleep(0.05)
+            assert not leases.owned & first.owned
+            assert len(first.owned) == partitions // 2
     finally:
         first.stop()
 
 
 def test_status_reports_position_and_lag(ledger: MemoryLedger, worker: ProjectionWorker) -> None:
     scenario(ledger)
-    assert {s.lag for s in worker.status()} == {ledger.position()}
+    assert {s.lag for s in worker.status()} == {ledger.recorded()}
     worker.catch_up()
     assert {s.lag for s in worker.status()} == {0}
 
