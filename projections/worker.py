@@ -15,11 +15,11 @@ from psycopg.sql import SQL, Identifier
 from psycopg_pool import ConnectionPool
 
 from domain.ledger.ledger import MemoryLedger
-from domain.ledger.positions import local_of, partition_of
 from projections.applying import SetAside, apply_batch, set_aside
 from projections.base import Projection
 from projections.envelope import Envelope, decode_batch
 from projections.leases import Holder, Leases, holders
+from projections.progress import Progress
 from projections.quarantine import quarantine_counts
 from projections.sealed import register
 from projections.startup import ensure_tables
@@ -107,11 +107,9 @@ class ProjectionWorker:
         self._caught_up = False
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._progress = threading.Condition()
+        # What this worker committed, for read-your-writes (`wait`).
+        self._progress = Progress(lambda: self.positions(self.status_pool))
         self._aside = SetAside(held_cap=max_restart_wait, failed_cap=max_backoff)
-        # The position up to which this worker committed each projection: what the tracking
-        # table holds at least (only a later batch, or another process, moves it further).
-        self._committed: dict[tuple[str, int], int] = {}
         self.owned: frozenset[int] = frozenset()
         """The partitions this worker's live loop holds now (`run`; empty when not running)."""
         self._cut = False  # the last catch-up stopped at its deadline, not caught up
@@ -203,8 +201,7 @@ class ProjectionWorker:
                 read += len(batch)
                 progressed = True
                 runnable = self._apply(runnable, batch, positions)
-                with self._progress:
-                    self._progress.notify_all()
+                self._progress.moved()
                 if not runnable or (interruptible and self._interrupted(until)):
                     break
             if not progressed:
@@ -241,10 +238,7 @@ class ProjectionWorker:
 
         def committed(projection: Projection) -> None:
             self._aside.done(projection.name)
-            key = (projection.name, partition)
-            self._committed[key] = max(self._committed.get(key, 0), last)
-            with self._progress:  # a read waiting for this projection alone goes on now
-                self._progress.notify_all()
+            self._progress.committed(projection.name, partition, last)
 
         with self.pool.connection() as conn:
             applied = apply_batch(
@@ -412,31 +406,6 @@ class ProjectionWorker:
     ) -> bool:
         """Block until the projections named (default: all of this worker's) reached
         `position` (a command's, in its partition: domain/ledger/positions.py); False on
-        timeout. Names it does not run are ignored."""
-        partition, local = partition_of(position or 0), local_of(position or 0)
-        if not local:
-            return True
-        wanted = [(p.name, partition) for p in self.projections if names is None or p.name in names]
-        if self._reached(wanted, local):
-            return True  # this process committed them that far: no query needed
-        deadline = time.monotonic() + timeout
-        poll, next_poll = 0.05, 0.0  # this process's commits wake it; others' are polled
-        while True:
-            now = time.monotonic()
-            if now >= next_poll:
-                positions = self.positions(self.status_pool)
-                if min((positions.get(key, 0) for key in wanted), default=local) >= local:
-                    return True
-                # Polled less often the longer it takes: many waiting requests must not keep
-                # the read pool (and the CPU) busy while the projections are held up.
-                next_poll, poll = now + poll, min(0.4, poll * 2)
-            remaining = deadline - now
-            if remaining <= 0:
-                return False
-            with self._progress:  # each projection's commit wakes it: checked, no query
-                if self._reached(wanted, local):
-                    return True
-                self._progress.wait(min(remaining, next_poll - now))
-
-    def _reached(self, keys: Sequence[tuple[str, int]], local: int) -> bool:
-        return all(self._committed.get(key, 0) >= local for key in keys)
+        timeout. Names it does not run are ignored (projections/progress.py)."""
+        wanted = [p.name for p in self.projections if names is None or p.name in names]
+        return self._progress.wait(wanted, position or 0, timeout)
