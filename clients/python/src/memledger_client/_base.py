@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import threading
 from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from typing import Any, Protocol, TypeVar
@@ -113,7 +114,13 @@ class ClientBase:
 
 def _older(value: str, than: str) -> bool:
     # Positions are opaque, but two writes of one client may be answered out of order
-    # (threads, gathered tasks): when both read as numbers, keep the larger one.
-    if value.isdigit() and than.isdigit():
-        return int(value) < int(than)
+    # (threads, gathered tasks): when both read as positions of one ledger partition (the
+    # server's `p<partition>.<position>`, or a plain number from before partitions), keep the
+    # later one.
+    a, b = _TOKEN.fullmatch(value), _TOKEN.fullmatch(than)
+    if a and b and a["partition"] == b["partition"]:
+        return int(a["position"]) < int(b["position"])
     return False
+
+
+_TOKEN = re.compile(r"(?:p(?P<partition>[0-9]+)\.)?(?P<position>[0-9]+)")
