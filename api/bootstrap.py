@@ -75,6 +75,7 @@ def postgres_env(settings: Settings, database_url: str) -> dict[str, str]:
         "POSTGRES_USER": str(info.get("user") or "postgres"),
         "POSTGRES_PASSWORD": str(info.get("password") or ""),
         "POSTGRES_SCHEMA": settings.db_schema,
+        "MEMLEDGER_PARTITIONS": str(settings.partitions),
         "POSTGRES_CONNECT_TIMEOUT": str(settings.connect_timeout),
         "POSTGRES_LOCK_TIMEOUT": str(settings.lock_timeout),
         "POSTGRES_IDLE_IN_TRANSACTION_SESSION_TIMEOUT": str(settings.idle_in_transaction_timeout),

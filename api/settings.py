@@ -46,6 +46,13 @@ class Settings(BaseSettings):
     dev: bool = Field(
         False, description="local development: generate missing secrets under data_dir"
     )
+    partitions: int = Field(
+        32,
+        ge=1,
+        le=1024,
+        description="ledger partitions of a schema created from now on (an existing one keeps"
+        " its own): the unit of parallel writes and projection work",
+    )
     pool_size: int = Field(5, ge=1, le=100)
     max_overflow: int = Field(10, ge=0, le=100)
     connect_timeout: int = Field(5, ge=1, le=60, description="seconds")

@@ -33,6 +33,7 @@ from psycopg.rows import DictRow, dict_row
 from psycopg.sql import SQL
 from psycopg.sql import Literal as SqlLiteral
 
+from domain.ledger.persistence.partitions import DEFAULT_PARTITIONS, PARTITIONS_ENV, partition_count
 from domain.ledger.persistence.pool import RECONNECT_TIMEOUT, LedgerPool
 from domain.ledger.persistence.sessions import SESSION_NAME_ENV
 
@@ -66,8 +67,12 @@ class LedgerDatastore(PostgresDatastore):
         originator_id_type: Literal["uuid", "text"] = "uuid",
         enable_db_functions: bool = False,
         session_name: str | None = None,
+        partitions: int = DEFAULT_PARTITIONS,
     ) -> None:
         self.session_name = session_name  # read by after_connect_func, which __init__ calls
+        self.partitions = partitions
+        """The partition count of a schema created through this datastore (persistence/
+        partitions.py; an existing schema keeps its own)."""
         super().__init__(
             dbname,
             host,
@@ -142,10 +147,16 @@ class LedgerFactory(PostgresFactory):
 
     def __init__(self, env: Environment | dict[str, str] | None) -> None:
         super().__init__(env)
-        self.datastore = ledger_datastore(self.datastore, self.env.get(SESSION_NAME_ENV) or None)
+        self.datastore = ledger_datastore(
+            self.datastore,
+            self.env.get(SESSION_NAME_ENV) or None,
+            partition_count(self.env.get(PARTITIONS_ENV)),
+        )
 
 
-def ledger_datastore(library: PostgresDatastore, session_name: str | None) -> LedgerDatastore:
+def ledger_datastore(
+    library: PostgresDatastore, session_name: str | None, partitions: int = DEFAULT_PARTITIONS
+) -> LedgerDatastore:
     """A LedgerDatastore with the settings of the (unopened) datastore the library built."""
     pool = library.pool
     if not pool.closed:
@@ -172,4 +183,5 @@ def ledger_datastore(library: PostgresDatastore, session_name: str | None) -> Le
         originator_id_type=cast(Literal["uuid", "text"], library.originator_id_type),
         enable_db_functions=library.enable_db_functions,
         session_name=session_name,
+        partitions=partitions,
     )

@@ -19,7 +19,6 @@ Rows written before partitions existed have NULL there until the upgrade assigns
 
 from __future__ import annotations
 
-import os
 from typing import Final
 
 from psycopg.sql import SQL, Composed, Identifier, Literal
@@ -31,8 +30,8 @@ __all__ = [
     "HEADS",
     "PARTITIONS_ENV",
     "create_statements",
+    "partition_count",
     "partition_of_user",
-    "partitions_from_env",
     "unplaced_index",
 ]
 
@@ -41,10 +40,10 @@ PARTITIONS_ENV: Final = "MEMLEDGER_PARTITIONS"
 DEFAULT_PARTITIONS: Final = 32
 
 
-def partitions_from_env(env: dict[str, str] | None = None) -> int:
-    """The partition count a new schema is made with (an existing schema keeps its own)."""
-    text = (env if env is not None else os.environ).get(PARTITIONS_ENV, "").strip()
-    count = int(text) if text else DEFAULT_PARTITIONS
+def partition_count(text: str | None) -> int:
+    """The partition count a new schema is made with, from the application's env value
+    (`PARTITIONS_ENV`, set from the service's settings; an existing schema keeps its own)."""
+    count = int(text) if text and text.strip() else DEFAULT_PARTITIONS
     if not 1 <= count <= MAX_PARTITIONS:
         raise ValueError(f"{PARTITIONS_ENV} must be between 1 and {MAX_PARTITIONS}")
     return count

@@ -162,7 +162,9 @@ class LedgerRecorder(PostgresApplicationRecorder):
         )
         self.sql_create_statements.extend(
             partitioning.create_statements(
-                schema, self.events_table_name, partitioning.partitions_from_env()
+                schema,
+                self.events_table_name,
+                getattr(datastore, "partitions", partitioning.DEFAULT_PARTITIONS),
             )
         )
         # Two processes running this DDL at once (starting together on a new schema, or on
