@@ -11,8 +11,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from api.services import Services
 from api.tokens import InvalidToken, verify_token
-from domain.errors import InvalidInput
-from domain.ledger.positions import InvalidPosition, Legacy, parse_token
+from service import reading
 from service.caller import Identity
 
 __all__ = ["CurrentIdentity", "MinPosition", "ServicesDep"]
@@ -67,13 +66,7 @@ def _min_position(
 ) -> int | None:
     if min_position is None:
         return None
-    try:
-        position = parse_token(min_position)
-    except InvalidPosition:
-        raise InvalidInput("X-Min-Position", "not a position this service answered") from None
-    if isinstance(position, Legacy):  # from before the ledger was partitioned
-        return services.ledger.legacy_position(identity.user_id, position)
-    return position
+    return reading.min_position(services, identity.user_id, min_position)
 
 
 MinPosition = Annotated[int | None, Depends(_min_position)]

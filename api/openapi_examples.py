@@ -52,7 +52,7 @@ CANDIDATE: Final[dict[str, Any]] = {
 }
 
 _AUDIT_EVENT: Final[dict[str, Any]] = {
-    "position": 42,
+    "position": 44037,
     "event_id": "0b6f2c1e-58a4-4d0e-9a51-3c1f0e7d9b20",
     "event_type": "memory.created",
     "memory_id": _MEMORY_ID,
@@ -90,7 +90,7 @@ _AS_OF_MEMORY: Final[dict[str, Any]] = {
 _FOUND: Final[dict[str, Any]] = {**MEMORY, "relevance": 0.92}
 
 _CHANGE: Final[dict[str, Any]] = {
-    "cursor": "WyJjMSIsNDJd",
+    "cursor": "WyJjMiIsNDMwMTNd",
     "event_type": "memory.updated",
     "memory_id": _MEMORY_ID,
     "candidate_id": None,
@@ -109,12 +109,12 @@ SCHEMA_EXAMPLES: Final[dict[str, Any]] = {
             _CHANGE,
             {
                 **_CHANGE,
-                "cursor": "WyJjMSIsNDNd",
+                "cursor": "WyJjMiIsNDQwMzdd",
                 "event_type": "memory.deleted",
                 "occurred_at": "2026-06-01T12:11:00Z",
             },
         ],
-        "next_after": "WyJjMSIsNDNd",
+        "next_after": "WyJjMiIsNDQwMzdd",
     },
     "VersionOut": _VERSION,
     "VersionList": {
@@ -175,7 +175,7 @@ SCHEMA_EXAMPLES: Final[dict[str, Any]] = {
         },
     },
     "AuditEvent": _AUDIT_EVENT,
-    "AuditPage": {"items": [_AUDIT_EVENT], "next_after": 42},
+    "AuditPage": {"items": [_AUDIT_EVENT], "next_after": "WyJhMiIsWzUsNDNdLFsxNyw5XV0"},
     "AsOfMemory": _AS_OF_MEMORY,
     "AsOfView": {
         "user_id": "alice",
@@ -201,7 +201,7 @@ OPERATION_EXAMPLES: Final[dict[str, dict[str, Any]]] = {
     "listChanges": {
         "text/event-stream": (
             ": ping - 2026-06-01 12:10:00+00:00\r\n\r\n"
-            "id: WyJjMSIsNDJd\r\nevent: memory.updated\r\n"
+            "id: WyJjMiIsNDMwMTNd\r\nevent: memory.updated\r\n"
             f"data: {json.dumps(_CHANGE, separators=(',', ':'))}\r\n\r\n"
         )
     },

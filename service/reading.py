@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from domain.ledger.positions import partition_of
+from domain.errors import InvalidInput
+from domain.ledger.positions import InvalidPosition, Legacy, parse_token, partition_of
 from projections.reads import Reads
 from service.ports import Ports
 
-__all__ = ["fresh_reads"]
+__all__ = ["fresh_reads", "min_position"]
 
 
 def fresh_reads(ports: Ports, user_id: str, min_position: int | None, *projections: str) -> Reads:
@@ -25,3 +26,16 @@ def fresh_reads(ports: Ports, user_id: str, min_position: int | None, *projectio
             at_least = min(min_position, head)
     ports.wait_for(user_id, at_least, projections)
     return ports.reads
+
+
+def min_position(ports: Ports, user_id: str, text: str) -> int:
+    """An `X-Min-Position` as a ledger position: a token this service answered, or a decimal
+    position from before the ledger was partitioned (the user's last event at or before it).
+    InvalidInput for anything else (422)."""
+    try:
+        position = parse_token(text)
+    except InvalidPosition:
+        raise InvalidInput("X-Min-Position", "not a position this service answered") from None
+    if isinstance(position, Legacy):
+        return ports.ledger.legacy_position(user_id, position)
+    return position

@@ -17,7 +17,7 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
-from typing import Annotated, Any, Final
+from typing import Any, Final
 
 import anyio.to_thread
 from mcp.server.context import ServerRequestContext
@@ -31,7 +31,7 @@ from mcp_types import (
     Tool,
     ToolAnnotations,
 )
-from pydantic import BaseModel, Field, TypeAdapter, ValidationError
+from pydantic import BaseModel, ValidationError
 
 from api.deadline import INNER
 from api.errors import ErrorAnswer, error_answer, invalid_request
@@ -44,6 +44,7 @@ from api.version import package_version
 from domain import context
 from domain.errors import DomainError
 from projections.reads import InvalidCursor
+from service import reading
 from service.caller import Identity
 
 __all__ = ["Turn", "TurnOf", "call", "tools_server"]
@@ -64,7 +65,6 @@ _HINTS: Final = {
     "forget_core_memory": ToolAnnotations(destructive_hint=True, open_world_hint=False),
     "propose_core_memory": ToolAnnotations(destructive_hint=False, open_world_hint=False),
 }
-_POSITION: Final = TypeAdapter(Annotated[int, Field(ge=0)])
 _ERRORS: Final = (DomainError, InvalidToken, InvalidCursor, UserBusy)
 """What `api.errors.error_answer` maps; anything else is a 500."""
 
@@ -134,7 +134,11 @@ def call(turn: Turn, name: str, arguments: Mapping[str, Any] | None) -> CallTool
     try:
         identity = turn.identify()
         with _as_request(services), services.limits.hold(identity.user_id):
-            at = None if turn.min_position is None else _min_position(turn.min_position)
+            at = (
+                None
+                if turn.min_position is None
+                else reading.min_position(services, identity.user_id, turn.min_position)
+            )
             body = _body(body_schema, arguments)
             answer = translate(services, identity, body, at)
     except _Invalid as error:
@@ -178,15 +182,6 @@ def _body(schema: type[BaseModel], arguments: Mapping[str, Any] | None) -> BaseM
         return schema.model_validate(dict(arguments or {}))
     except ValidationError as error:
         raise _Invalid(list(error.errors(include_url=False))) from None
-
-
-def _min_position(header: str) -> int:
-    """X-Min-Position as over HTTP: a ledger position (a whole number >= 0), else 422."""
-    try:
-        return _POSITION.validate_python(header)
-    except ValidationError as error:
-        loc = ("header", "X-Min-Position")
-        raise _Invalid([{**e, "loc": loc} for e in error.errors()]) from None
 
 
 def _error_of(answer: ErrorAnswer) -> CallToolResult:
