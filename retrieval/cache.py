@@ -45,8 +45,8 @@ from psycopg.sql import SQL
 
 from domain.model.values import Scope
 from projections.reads import Reads
-from projections.tracking import TRACKING
 from retrieval.query import Query
+from retrieval.user_partition import partition_source, tracked
 
 __all__ = [
     "DEFAULT_MAX_ENTRIES",
@@ -205,13 +205,20 @@ class RevisionSnapshot:
 def read_revision(reads: Reads, user_id: str) -> RevisionSnapshot:
     """One statement (one snapshot): the user's revision and both projections' positions."""
     t = reads.t
+    # Both positions in the user's partition (retrieval/user_partition.py); a user without an
+    # active_memories row has none to read: "rows may be behind" (1 against 0), nothing stored.
     query = SQL(
-        "SELECT (SELECT revision FROM {r} WHERE user_id = %s) AS revision,"
-        " (SELECT position FROM {p} WHERE projection = 'user_revisions') AS revisions_position,"
-        " (SELECT position FROM {p} WHERE projection = 'active_memories') AS memories_position"
-    ).format(r=t["user_revisions"], p=t[TRACKING])
+        "SELECT (SELECT revision FROM {r} WHERE user_id = %(user)s) AS revision,"
+        " coalesce({revisions}, CASE WHEN one.part IS NULL THEN 1 ELSE 0 END),"
+        " {memories} FROM {one}"
+    ).format(
+        r=t["user_revisions"],
+        revisions=tracked(t, "user_revisions"),
+        memories=tracked(t, "active_memories"),
+        one=partition_source(t, "active_memories"),
+    )
     with reads.pool.connection() as conn:
-        row = conn.execute(query, (user_id,)).fetchone()
+        row = conn.execute(query, {"user": user_id}).fetchone()
     assert row is not None
     return RevisionSnapshot(int(row[0] or 0), int(row[1] or 0), int(row[2] or 0))
 

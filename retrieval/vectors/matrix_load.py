@@ -28,21 +28,30 @@ from uuid import UUID
 from psycopg.sql import SQL
 
 from projections.reads import Reads
-from projections.tracking import TRACKING, Tables
+from projections.tracking import Tables
 from projections.views.embeddings import STAMPS, open_vector
+from retrieval.user_partition import partition_source, tracked
 from retrieval.vectors.matrix import UserVectors, VectorKey, empty, merged, vector_size
 
 __all__ = ["load_user_vectors", "read_vector_key"]
 
 
 def _key_sql(t: Tables) -> Any:
+    """The key's columns, over `one.part` (retrieval/user_partition.py): both positions are
+    the projections' in the user's partition; a user without a search_terms row has no
+    partition to read, and the key says the rows may be behind (1 against 0: not stored)."""
     return SQL(
         "(SELECT revision FROM {r} WHERE user_id = %(user)s) AS revision,"
-        " (SELECT position FROM {p} WHERE projection = 'user_revisions') AS r_position,"
-        " (SELECT position FROM {p} WHERE projection = 'search_terms') AS s_position,"
+        " coalesce({r_position}, CASE WHEN one.part IS NULL THEN 1 ELSE 0 END) AS r_position,"
+        " {s_position} AS s_position,"
         " (SELECT stamp FROM {st} WHERE user_id = %(user)s) AS stamp,"
         " to_regclass(%(table)s)::oid AS tbl, to_regclass(%(terms)s)::oid AS terms_tbl"
-    ).format(r=t["user_revisions"], p=t[TRACKING], st=t[STAMPS])
+    ).format(
+        r=t["user_revisions"],
+        r_position=tracked(t, "user_revisions"),
+        s_position=tracked(t, "search_terms"),
+        st=t[STAMPS],
+    )
 
 
 def _key(row: Sequence[Any]) -> VectorKey:
@@ -65,7 +74,12 @@ def _params(reads: Reads, user_id: str) -> dict[str, Any]:
 # running them (about 1 ms of Python against 0.1 ms in the server).
 @lru_cache(maxsize=64)
 def _key_statement(schema: str) -> str:
-    return SQL("SELECT {}").format(_key_sql(Tables(schema))).as_string(None)
+    t = Tables(schema)
+    return (
+        SQL("SELECT {} FROM {}")
+        .format(_key_sql(t), partition_source(t, "search_terms"))
+        .as_string(None)
+    )
 
 
 @lru_cache(maxsize=64)
@@ -78,14 +92,14 @@ def _rows_statement(schema: str, changed: bool) -> str:
     )
     # Rows can only have gone when search_terms moved since (a forget is an event of it).
     count = (
-        ", CASE WHEN (SELECT position FROM {p} WHERE projection = 'search_terms') > %(since)s"
+        ", CASE WHEN {s_position} > %(since)s"
         " THEN (SELECT count(*) FROM {terms} WHERE user_id = %(user)s) END AS present"
         if changed
         else ""
     )
     return (
         SQL(
-            "SELECT {key}" + count + ", d.* FROM (SELECT 1) one LEFT JOIN ("
+            "SELECT {key}" + count + ", d.* FROM {one} LEFT JOIN ("
             " SELECT s.memory_id, s.revision, s.scope_type, s.workspace_type, s.category,"
             "  s.key_hash, s.expires_at, s.status = 'active', e.memory_id IS NOT NULL,"
             "  e.vector, e.hubness"
@@ -94,7 +108,13 @@ def _rows_statement(schema: str, changed: bool) -> str:
             "  AND e.vector IS NOT NULL"
             " WHERE s.user_id = %(user)s" + which + ") d ON true"
         )
-        .format(key=_key_sql(t), p=t[TRACKING], terms=t["search_terms"], embeddings=t["embeddings"])
+        .format(
+            key=_key_sql(t),
+            one=partition_source(t, "search_terms"),
+            s_position=tracked(t, "search_terms"),
+            terms=t["search_terms"],
+            embeddings=t["embeddings"],
+        )
         .as_string(None)
     )
 

@@ -193,4 +193,4 @@ def test_projections_status_lists_the_embeddings_worker(
     assert result.exit_code == 0, (result.output, result.exception)
     names = [line.split()[0] for line in result.stdout.splitlines()]
     assert names[-1] == "embeddings" and "search_terms" in names and len(set(names)) == len(names)
-    assert all(line.split()[-1] == str(ledger.position()) for line in result.stdout.splitlines())
+    assert all(line.split()[-1] == str(ledger.recorded()) for line in result.stdout.splitlines())
