@@ -118,9 +118,9 @@ class HybridBench:
             self._copy(cur, t, rest, model)
             cur.execute(sql.SQL("ANALYZE {}").format(t["embeddings"]))
             cur.execute(
-                sql.SQL("INSERT INTO {} (projection, position) VALUES ('embeddings', 0)").format(
-                    t[TRACKING]
-                )
+                sql.SQL(
+                    "INSERT INTO {} (projection, partition, position) VALUES ('embeddings', 0, 0)"
+                ).format(t[TRACKING])
             )
         return {
             "model": model,

@@ -64,6 +64,7 @@ from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool
 
 from api.embedded import ensure_schema, start_embedded_postgres
+from domain.ledger.positions import pack
 from domain.model.values import normalise_key
 from domain.policy import visible_scopes
 from projections.reads import Reads
@@ -257,7 +258,7 @@ def rows(
                 "last_confirmed_at": None,
                 "review_after": None,
                 "expires_at": expires,
-                "position": position,
+                "position": pack(0, position),  # every row in partition 0, tracked below
             }
             if "terms" in columns:  # the prototype's column: what the projection would store
                 text = f"{values['memory_key'].replace('_', ' ')} {values['content']}"
@@ -330,9 +331,9 @@ def fill(
         )
         for projection in ("active_memories", "user_revisions", "search_terms"):
             cur.execute(
-                sql.SQL("INSERT INTO {} (projection, position) VALUES (%s, %s)").format(
-                    t[TRACKING]
-                ),
+                sql.SQL(
+                    "INSERT INTO {} (projection, partition, position) VALUES (%s, 0, %s)"
+                ).format(t[TRACKING]),
                 (projection, args.total),
             )
     say(f"filled {args.total:,} rows in {time.perf_counter() - began:.1f}s")
