@@ -24,6 +24,7 @@ from api.app import create_app
 from api.deps import Services
 from api.metrics import Metrics
 from domain.ledger.ledger import MemoryLedger
+from domain.ledger.positions import token
 from domain.model.values import Scope
 from projections.reads import Reads
 from projections.registry import all_projections
@@ -107,7 +108,7 @@ def exercise(client: TestClient, auth: Auth, services: Services) -> str:
     assert outcome.candidate is not None
     accepted = client.post(
         f"/me/memory-candidates/{outcome.candidate.candidate_id}/accept",
-        headers=auth() | {"X-Min-Position": str(services.ledger.position())},
+        headers=auth() | {"X-Min-Position": token(services.ledger.position("alice"))},
     )
     assert accepted.status_code == 200, accepted.text
     return client.get("/metrics").text

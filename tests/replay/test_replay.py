@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import uuid
 from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -18,11 +17,13 @@ from domain.errors import MemoryForgotten
 from domain.ledger.access import AccessHit, result_entries
 from domain.ledger.keystore import user_key_id
 from domain.ledger.ledger import MemoryLedger
+from domain.ledger.positions import local_of, pack, partition_of
 from domain.ledger.results import MemoryState
 from domain.model.events import REDACTED
 from domain.model.memory import Memory
 from domain.model.values import Scope
 from replay import as_of, replay_events
+from tests.raw_events import insert_raw_event
 
 pytestmark = pytest.mark.integration
 
@@ -45,7 +46,7 @@ def shape(view: MemoryState) -> dict[str, Any]:
 
 @dataclass
 class History:
-    """Ids, and for each moment: its time, the last position and alice's memories then."""
+    """Ids, and for each moment: its time, the head of alice's partition and her memories then."""
 
     ids: dict[str, UUID] = field(default_factory=dict)
     moments: list[tuple[datetime, int, list[dict[str, Any]]]] = field(default_factory=list)
@@ -56,7 +57,7 @@ class History:
             with contextlib.suppress(MemoryForgotten):
                 memories.append(shape(ledger.get_memory("alice", memory_id)))
         at = datetime.now(UTC)
-        self.moments.append((at, ledger.position(), memories))
+        self.moments.append((at, ledger.position("alice"), memories))
         return at
 
 
@@ -67,7 +68,7 @@ def build(ledger: MemoryLedger, clock: Any) -> History:
     rules), so each moment is marked with the wall-clock time after its commands.
     """
     h = History()
-    h.moments.append((datetime.now(UTC), 0, []))
+    h.moments.append((datetime.now(UTC), ledger.position("alice"), []))
 
     def create(user: str, key: str, content: str, scope: Scope = GLOBAL) -> UUID:
         outcome = ledger.create_memory(
@@ -128,31 +129,36 @@ def build(ledger: MemoryLedger, clock: Any) -> History:
     return h
 
 
-def insert_unknown_event(database_url: str, schema: str) -> None:
+def insert_unknown_event(database_url: str, schema: str, partition: int) -> None:
+    """An event of a later release, after alice's in her partition (it has no time of its own
+    to merge by, so it stays behind her events)."""
     with psycopg.connect(database_url) as conn:
-        conn.execute(
-            sql.SQL(
-                "INSERT INTO {}.memledger_events (originator_id, originator_version, topic, state)"
-                " VALUES (%s, 1, 'memledger:Future.Thing', '{{}}')"
-            ).format(sql.Identifier(schema)),
-            (uuid.uuid4(),),
-        )
+        insert_raw_event(conn, schema, "memledger:Future.Thing", b"{}", partition=partition)
 
 
 def stored_positions(database_url: str, schema: str) -> list[int]:
+    """Every stored event's packed position, each partition's in order."""
     with psycopg.connect(database_url) as conn:
         rows = conn.execute(
-            sql.SQL("SELECT notification_id FROM {}.memledger_events ORDER BY 1").format(
+            sql.SQL("SELECT partition, position FROM {}.memledger_events ORDER BY 1, 2").format(
                 sql.Identifier(schema)
             )
         ).fetchall()
-    return [row[0] for row in rows]
+    return [pack(partition, local) for partition, local in rows]
+
+
+def by_partition(positions: list[int]) -> dict[int, list[int]]:
+    """Positions grouped by partition, each group in the order given."""
+    groups: dict[int, list[int]] = {}
+    for position in positions:
+        groups.setdefault(partition_of(position), []).append(position)
+    return groups
 
 
 @pytest.fixture
 def history(ledger: MemoryLedger, clock: Any, database_url: str, pg_schema: str) -> History:
     h = build(ledger, clock)
-    insert_unknown_event(database_url, pg_schema)
+    insert_unknown_event(database_url, pg_schema, ledger.partition("alice"))
     ledger.create_memory(
         "carol", scope=Scope.global_(), memory_key="k", content="after", category="fact"
     )
@@ -164,8 +170,11 @@ def test_replay_is_complete_in_position_order_and_json_ready(
 ) -> None:
     records = list(replay_events(ledger))
     positions = [r["position"] for r in records]
-    assert positions == stored_positions(database_url, pg_schema)
-    assert positions == sorted(positions) and len(set(positions)) == len(positions)
+    # Each partition's events in its own order, gap-free; partitions merged by event time.
+    assert by_partition(positions) == by_partition(stored_positions(database_url, pg_schema))
+    assert len(set(positions)) == len(positions) == ledger.recorded()
+    times = [r["occurred_at"] for r in records if r["occurred_at"]]
+    assert [datetime.fromisoformat(t) for t in times] == sorted(map(datetime.fromisoformat, times))
     assert list(replay_events(ledger, batch=2)) == records
     text = json.dumps(records, ensure_ascii=False)  # raises on anything not JSON-ready
     assert REDACTED not in text  # the placeholder never poses as content
@@ -233,15 +242,22 @@ def test_filters_by_user_memory_position_and_time(ledger: MemoryLedger, history:
     ]
     assert all(m3 in (r["aggregate_id"], r["data"].get("resulting_memory_id")) for r in about_m3)
 
-    positions = [r["position"] for r in records]
+    # Positions order a partition's events: after/until narrow the replay to theirs.
+    partition = ledger.partition("alice")
+    alices = [r for r in records if partition_of(r["position"]) == partition]
+    positions = [r["position"] for r in alices]
     middle = list(replay_events(ledger, after=positions[3], until=positions[9], batch=2))
-    assert middle == records[4:10]
+    assert middle == alices[4:10]
     assert list(replay_events(ledger, after=positions[-1])) == []
     assert list(replay_events(ledger, after=5, until=5)) == []
+    assert list(replay_events(ledger, user_id="bob", after=positions[0])) == (
+        [] if ledger.partition("bob") != partition else bob
+    )
 
     (t1, p1, _), (t2, p2, _) = history.moments[1], history.moments[2]
     window = list(replay_events(ledger, since=t1, before=t2))
-    assert [r["position"] for r in window] == list(range(p1 + 1, p2 + 1))
+    between = range(local_of(p1) + 1, local_of(p2) + 1)  # between the moments only alice wrote
+    assert [r["position"] for r in window] == [pack(partition, n) for n in between]
     assert window == [
         r
         for r in records
@@ -249,8 +265,10 @@ def test_filters_by_user_memory_position_and_time(ledger: MemoryLedger, history:
     ]
     naive = list(replay_events(ledger, since=t1.replace(tzinfo=None), before=t2))
     assert naive == window  # a time without a zone is UTC
-    combined = list(replay_events(ledger, user_id="alice", since=t1, before=t2, after=p1 + 1))
-    assert combined == [r for r in window if r["user_id"] == "alice" and r["position"] > p1 + 1]
+    next_one = pack(partition, local_of(p1) + 1)
+    combined = list(replay_events(ledger, user_id="alice", since=t1, before=t2, after=next_one))
+    assert combined == [r for r in window if r["user_id"] == "alice" and r["position"] > next_one]
+    assert len(combined) == len(window) - 1
 
 
 def test_filters_are_applied_before_anything_is_decrypted(

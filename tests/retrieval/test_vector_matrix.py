@@ -19,6 +19,7 @@ from projections.reads import Reads
 from projections.registry import main_projections
 from projections.views.embeddings import Embeddings
 from projections.worker import ProjectionWorker
+from retrieval.cache import read_revision
 from retrieval.hybrid import HybridSource
 from retrieval.search import MemorySearch
 from retrieval.vectors import matrix_load
@@ -379,3 +380,26 @@ def test_a_forget_racing_a_refresh_never_reaches_the_cached_matrix(
     cached = service.matrices.peek(main.schema, "alice", Words.model_id)
     assert cached is not None and secret not in cached.index
     assert secret not in similar(reads, service, "stamps", clock.now)
+
+
+def test_the_keys_read_the_projections_in_the_users_own_partition(
+    ledger: MemoryLedger, workers: tuple[ProjectionWorker, ProjectionWorker]
+) -> None:
+    """Tracking has a row per partition: a user's keys compare the projections where that
+    user's events are, as packed positions comparable with the rows'. Given the ledger's
+    partition of a user (as the service is) they read that partition; without it the matrix
+    takes the partition of the user's rows and the cache asks every partition."""
+    main, _ = workers
+    users = ["alice", "bob", "carol", "dave"]  # some in other partitions than alice's
+    for user in users:
+        create(ledger, "tea", f"green tea for {user}", user=user)
+    assert len({ledger.partition(user) for user in users}) > 1
+    main.catch_up()
+    for reads in (Reads(main.pool, main.schema, ledger.partition), Reads(main.pool, main.schema)):
+        for user in users:
+            head = ledger.position(user)
+            key = read_vector_key(reads, user)
+            assert (key.revisions_position, key.terms_position) == (head, head)
+            assert key.may_serve and key.may_store
+            snapshot = read_revision(reads, user)
+            assert snapshot.may_serve and snapshot.may_store

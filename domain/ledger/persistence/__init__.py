@@ -44,7 +44,7 @@ package's source (private attributes and modules, class swaps); their public ext
   test_ledger_pool.py::test_the_ledger_datastore_has_every_setting_the_library_read_from_the_env,
   test_ledger_pool.py::test_every_ledger_connection_has_the_lock_timeout_for_its_session,
   test_ledger_pool.py::test_every_ledger_connection_is_named_after_its_master_keys,
-  test_ledger_faults.py::test_a_save_blocked_on_the_events_lock_gives_up_and_its_retry_writes_once.
+  test_ledger_faults.py::test_a_save_blocked_on_its_partitions_head_gives_up_and_its_retry_writes_once.
 - PostgresApplicationRecorder.create_table skipped (only `datastore.register_type_adapters`
   runs) when the schema holds the last object of the ledger's DDL, because the library runs all
   its statements in one transaction (recorder.create_table):
@@ -71,7 +71,7 @@ package's source (private attributes and modules, class swaps); their public ext
   and `datastore.originator_id_type`; its events table, extended with the partition columns
   (partitions.py), written by the recorder's own INSERT (recorder):
   test_ledger_faults.py::test_a_failure_inside_the_forget_transaction_changes_nothing,
-  test_ledger_faults.py::test_a_save_blocked_on_the_events_lock_gives_up_and_its_retry_writes_once.
+  test_ledger_faults.py::test_a_save_blocked_on_its_partitions_head_gives_up_and_its_retry_writes_once.
 - Application.save bypassed: `repository.cache`, `snapshots`, `mapper.to_stored_event`,
   `collect_events` and `recorder.insert_events(**kwargs)`, whose library path passes `tracking`
   (recorder.record):

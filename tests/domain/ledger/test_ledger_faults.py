@@ -190,7 +190,7 @@ def test_commands_survive_the_database_dropping_every_connection(
     assert updated.memory.revision == 2
 
 
-def test_a_save_blocked_on_the_events_lock_gives_up_and_its_retry_writes_once(
+def test_a_save_blocked_on_its_partitions_head_gives_up_and_its_retry_writes_once(
     ledger: MemoryLedger,
     database_url: str,
     pg_schema: str,
@@ -198,8 +198,8 @@ def test_a_save_blocked_on_the_events_lock_gives_up_and_its_retry_writes_once(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # The lock timeout is set for every ledger session (domain/ledger/persistence/factory.py): a
-    # save waiting on the events table's lock must give up on its own and be retried, not hang or
-    # half-write.
+    # save waiting on its partition's head row (which each save locks to order its commits)
+    # must give up on its own and be retried, not hang or half-write.
     settings = Settings(database_url=database_url, db_schema=pg_schema, lock_timeout=1)
     impatient = MemoryLedger(
         postgres_env(settings, database_url), MasterKeyring.from_base64([master_key])
@@ -215,10 +215,14 @@ def test_a_save_blocked_on_the_events_lock_gives_up_and_its_retry_writes_once(
         return original(self, *args, **kwargs)
 
     monkeypatch.setattr(LedgerRecorder, "_transaction", counted)
-    events = sql.SQL("{}.memledger_events").format(sql.Identifier(pg_schema))
+    heads = sql.SQL("{}.memledger_ledger_heads").format(sql.Identifier(pg_schema))
     try:
         with ThreadPoolExecutor(1) as pool, psycopg.connect(database_url) as holder:
-            holder.execute(sql.SQL("LOCK TABLE {} IN EXCLUSIVE MODE").format(events))
+            held = holder.execute(
+                sql.SQL("SELECT partition FROM {} WHERE partition = %s FOR UPDATE").format(heads),
+                (ledger.partition("alice"),),
+            ).fetchall()
+            assert len(held) == 1  # alice's partition has its head row, now locked
             saved = pool.submit(
                 impatient.create_memory,
                 "alice",

@@ -11,6 +11,7 @@ from api.settings import Settings
 from domain.ledger.keyring import MasterKeyring
 from domain.ledger.ledger import MemoryLedger
 from domain.ledger.persistence import recorder
+from domain.ledger.positions import local_of, partition_of
 from domain.model.memory import Memory
 from domain.model.values import Scope
 
@@ -20,11 +21,14 @@ def new_memory(ledger: MemoryLedger, key: str) -> tuple[Memory, dict[str, Any]]:
         "alice", Scope.global_(), key, "I prefer examples first", "preference",
         "explicit", "user_api", None, None, None,
     )  # fmt: skip
-    return memory, {"new_keys": [new_key], "claims": [claim]}
+    # The store names each aggregate's partition (its user's) for the recorder, as here.
+    partitions = {memory.id: ledger.partition("alice")}
+    return memory, {"new_keys": [new_key], "claims": [claim], "partitions": partitions}
 
 
 def stored(ledger: MemoryLedger, position: int) -> Any:
-    (note,) = ledger.recorder.select_notifications(position, 1)
+    (note,) = ledger.recorder.read_partition(partition_of(position), local_of(position) - 1, 1)
+    assert note.id == position
     return note
 
 
@@ -39,7 +43,8 @@ def test_the_bypass_and_the_librarys_save_write_the_same_events_and_rows(
     ledger.keys.unstage(changes["new_keys"])
     by_library = recordings[-1].notification.id
 
-    assert by_bypass is not None and by_library == by_bypass + 1
+    assert by_bypass is not None and partition_of(by_library) == partition_of(by_bypass)
+    assert local_of(by_library) == local_of(by_bypass) + 1  # the next in alice's partition
     one, other = stored(ledger, by_bypass), stored(ledger, by_library)
     assert (one.topic, one.originator_version) == (other.topic, other.originator_version)
     first, second = ledger.mapper.to_domain_event(one), ledger.mapper.to_domain_event(other)
