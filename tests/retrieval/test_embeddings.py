@@ -166,7 +166,6 @@ def test_search_falls_back_to_lexical_and_says_so(
         assert "工作日" not in metrics
 
 
-@pytest.mark.skip(reason="rebuild not converted to partitions yet (another helper's branch)")
 def test_rebuild_backfills_vectors_with_progress(
     ledger: MemoryLedger,
     make_worker: Callable[..., ProjectionWorker],
