@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -18,7 +17,6 @@ from domain import context
 from domain.errors import LedgerUnavailable
 from domain.ledger.access import AccessHit
 from domain.ledger.ledger import MemoryLedger
-from domain.ledger.positions import pack
 from domain.ledger.results import Outcome
 from projections.reads import Reads
 from projections.worker import ProjectionWorker
@@ -154,12 +152,6 @@ class Services:
         if self.worker is None:
             return
         left = context.remaining()
-        deadline = time.monotonic() + (
-            self.read_timeout if left is None else min(self.read_timeout, left)
-        )
-        for partition, head in self.ledger.heads().items():
-            timeout = deadline - time.monotonic()
-            if head and not self.worker.wait(
-                pack(partition, head), timeout=max(0.0, timeout), names=projections
-            ):
-                raise LedgerUnavailable(f"projections are behind in partition {partition}; retry")
+        timeout = self.read_timeout if left is None else min(self.read_timeout, left)
+        if not self.worker.wait_all(timeout, projections):
+            raise LedgerUnavailable("projections are behind the ledger; retry")

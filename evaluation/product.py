@@ -32,7 +32,6 @@ from api.bootstrap import (
 )
 from api.settings import Settings
 from api.tokens import mint_token
-from domain.ledger.positions import pack
 from retrieval.glossary import shared_glossary
 
 __all__ = ["CREATE_PATH", "EMBEDDER", "SEARCH_PATH", "SETTLE_TIMEOUT", "Product", "running_product"]
@@ -149,13 +148,9 @@ class Product:
         and every live memory has a vector; the seconds waited."""
         started = time.monotonic()
         deadline = started + timeout
-        # A position names one partition (domain/ledger/positions.py): wait for each one's head.
-        heads = self.services.ledger.heads()
         for worker in (self.services.worker, self.services.embedding_worker):
-            for partition, head in heads.items():
-                left = max(0.0, deadline - time.monotonic())
-                if head and not worker.wait(pack(partition, head), timeout=left):
-                    raise RuntimeError(f"{worker.name} did not catch up within {timeout:.0f} s")
+            if not worker.wait_all(max(0.0, deadline - time.monotonic())):
+                raise RuntimeError(f"{worker.name} did not catch up within {timeout:.0f} s")
         while (self.metric("memledger_memories_without_vector") or 0) > 0:
             if time.monotonic() > deadline:
                 raise RuntimeError(f"memories still without a vector after {timeout:.0f} s")

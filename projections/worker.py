@@ -15,6 +15,7 @@ from psycopg.sql import SQL, Identifier
 from psycopg_pool import ConnectionPool
 
 from domain.ledger.ledger import MemoryLedger
+from domain.ledger.positions import pack
 from projections.applying import SetAside, apply_batch, set_aside
 from projections.base import Projection
 from projections.envelope import Envelope, decode_batch
@@ -409,3 +410,13 @@ class ProjectionWorker:
         timeout. Names it does not run are ignored (projections/progress.py)."""
         wanted = [p.name for p in self.projections if names is None or p.name in names]
         return self._progress.wait(wanted, position or 0, timeout)
+
+    def wait_all(self, timeout: float = 5.0, names: Sequence[str] | None = None) -> bool:
+        """Block until the projections named reached the head of every ledger partition as
+        it is now (everything committed before the call); False after `timeout` in all."""
+        deadline = time.monotonic() + timeout
+        heads: dict[int, int] = self.ledger.recorder.heads()  # type: ignore[attr-defined]
+        return all(
+            not head or self.wait(pack(p, head), max(0.0, deadline - time.monotonic()), names)
+            for p, head in heads.items()
+        )

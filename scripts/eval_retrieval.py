@@ -37,7 +37,6 @@ import os
 import pathlib
 import secrets
 import sys
-import time
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import ExitStack
@@ -60,7 +59,6 @@ from api.settings import Settings
 from api.tokens import mint_token
 from domain.ledger.keyring import MasterKeyring, generate_master_key
 from domain.ledger.ledger import MemoryLedger
-from domain.ledger.positions import pack
 from domain.model.values import CATEGORIES, WORKSPACES, Scope, normalise_key
 from domain.policy import is_visible
 from projections.reads import Reads
@@ -476,17 +474,6 @@ def summarise(data: EvalSet, outcomes: Sequence[Outcome], ranker: str) -> dict[s
     }
 
 
-def caught_up(worker: Any, ledger: MemoryLedger, seconds: float) -> bool:
-    """True once `worker` projected every ledger partition up to its head as it is now (a
-    position names one partition: domain/ledger/positions.py), within `seconds` in all."""
-    deadline = time.monotonic() + seconds
-    for partition, head in ledger.heads().items():
-        left = max(0.0, deadline - time.monotonic())
-        if head and not worker.wait(pack(partition, head), timeout=left):
-            return False
-    return True
-
-
 def evaluate(
     ledger: Any,
     clock: SettableClock,
@@ -508,7 +495,7 @@ def evaluate(
         raise ValueError("the labelled set is inconsistent:\n  " + "\n  ".join(problems))
     now = clock.now.replace(microsecond=0)
     ids = load_memories(ledger, clock, data.memories, now)
-    if not caught_up(worker, ledger, 600.0):
+    if not worker.wait_all(600.0):
         raise RuntimeError("projections did not catch up within 600 s")
     reports: dict[str, dict[str, Any]] = {}
     services.search = lexical = MemorySearch(services.search_cache)

@@ -7,8 +7,6 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from domain.ledger.positions import pack
-
 __all__ = ["caught_up", "until"]
 
 
@@ -24,10 +22,5 @@ def until(condition: Callable[[], bool], seconds: float = 20.0, step: float = 0.
 
 def caught_up(worker: Any, ledger: Any, seconds: float = 30.0) -> bool:
     """True once `worker`'s projections reached the head of every ledger partition (as it is
-    when called), waiting at most `seconds` in all."""
-    deadline = time.monotonic() + seconds
-    for partition, head in ledger.heads().items():
-        left = max(0.0, deadline - time.monotonic())
-        if head and not worker.wait(pack(partition, head), timeout=left):
-            return False
-    return True
+    when called), waiting at most `seconds` in all (`ProjectionWorker.wait_all`)."""
+    return bool(worker.wait_all(seconds))
