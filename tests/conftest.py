@@ -197,7 +197,7 @@ def services(ledger: MemoryLedger, worker: ProjectionWorker, pg_schema: str) -> 
     worker.start()
     return Services(
         ledger=ledger,
-        reads=Reads(worker.pool, pg_schema),
+        reads=Reads(worker.pool, pg_schema, ledger.partition),
         metrics=Metrics(),
         jwt_secret=JWT_SECRET,
         worker=worker,

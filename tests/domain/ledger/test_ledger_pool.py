@@ -72,7 +72,11 @@ def test_the_ledger_datastore_has_every_setting_the_library_read_from_the_env(
     library, ledger = PostgresFactory(env), LedgerFactory(env)
     try:
         expected, built = library.datastore, ledger.datastore
-        assert _settings(built) == _settings(expected) | {"pool": built.pool, "session_name": None}
+        assert _settings(built) == _settings(expected) | {
+            "pool": built.pool,
+            "session_name": None,
+            "partitions": built.partitions,
+        }
         assert _settings(built.pool) == _settings(expected.pool) | {
             "reconnect_timeout": RECONNECT_TIMEOUT,
             "name": built.pool.name,  # psycopg_pool numbers each pool it names
