@@ -341,6 +341,11 @@ def test_load_more_follows_the_cursor_and_the_keyboard_alone_gets_around(
     expect(page.locator(":focus")).to_have_attribute("aria-label", re.compile(r"^Open note_"))
     expect(j.status()).to_have_text(t.n("memories.loaded_more", 2))
     expect(page.get_by_text(t("memories.all_loaded"))).to_be_visible()
+
+    # A change elsewhere (the change feed redraws the list) keeps every row "Load more" brought.
+    body = {"memory_key": "note_52", "content": "Note number 52", "category": "fact"}
+    assert j.api.post("/me/core-memories", json=body | {"scope_type": "global"}).is_success
+    expect(count).to_have_text(t("memories.count", loaded=53))
     assert j.problems == []
 
 

@@ -30,11 +30,22 @@ async function loadPage(ctx, state, more) {
   state.loaded = true;
 }
 
+/** Fresh data for as many rows as are shown: a change elsewhere must not take back "Load more". */
+async function reloadShown(ctx, state) {
+  const shown = state.items.length;
+  const fresh = { items: [], next: null };
+  await loadPage(ctx, fresh, false);
+  while (fresh.next && fresh.items.length < shown) await loadPage(ctx, fresh, true);
+  state.items = fresh.items;
+  state.next = fresh.next;
+  state.loaded = true;
+}
+
 export async function renderMemories(ctx, main) {
   const state = listState(ctx);
   if (!state.loaded) {
     try {
-      await loadPage(ctx, state, false);
+      await reloadShown(ctx, state);
     } catch (error) {
       ctx.fail(error);
     }
@@ -45,7 +56,7 @@ export async function renderMemories(ctx, main) {
   ctx.refresher = async () => {
     const before = JSON.stringify(state.items);
     try {
-      await loadPage(ctx, state, false);
+      await reloadShown(ctx, state);
     } catch {
       return; // the feed only hints; a failed refresh leaves the page as it was
     }
