@@ -1,7 +1,7 @@
 """The `memledger` command line (operators' tools); `main` is the console script's entry point.
 
 Each command group lives in a module of its own: serve (and version), mcp, token, users
-(erase-user), replay, migrate (migrate legacy, export, import), keys, projections. The
+(erase-user), replay, migrate (migrate legacy, export, import), keys, projections, cluster. The
 commands only parse options and call the packages that do the work. Errors: one line on stderr
 and a documented exit status, for every command (`api.cli.common`, docs/operations.md).
 """
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import typer
 
+from api.cli.cluster import cluster_app
 from api.cli.common import CommandGroup
 from api.cli.keys import keys_app
 from api.cli.mcp import mcp_command
@@ -41,6 +42,7 @@ app.command("import")(import_command)
 app.add_typer(keys_app, name="keys")
 app.add_typer(projections_app, name="projections")
 app.add_typer(migrate_app, name="migrate")
+app.add_typer(cluster_app, name="cluster")
 
 
 def main() -> None:

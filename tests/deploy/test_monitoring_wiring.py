@@ -47,7 +47,7 @@ def bound(service: dict[str, Any], container_path: str) -> Path:
 
 def test_the_monitoring_profile_adds_prometheus_and_grafana_only() -> None:
     services = compose()
-    profiled = {name for name, service in services.items() if service.get("profiles")}
+    profiled = {name for name, s in services.items() if "monitoring" in s.get("profiles", [])}
     assert profiled == {"prometheus", "grafana"}
     assert all(services[name]["profiles"] == ["monitoring"] for name in profiled)
     declared = set(load(ROOT / "docker-compose.yml")["volumes"])
@@ -152,3 +152,19 @@ def test_the_image_holds_every_package_of_the_project() -> None:
     }
     copied = set(re.findall(r"^COPY (\w+) \./\1$", (ROOT / "Dockerfile").read_text(), re.M))
     assert packages <= copied
+
+
+def test_the_citus_profile_is_a_coordinator_and_two_workers_ready_for_shard_moves() -> None:
+    services = compose()
+    profiled = {name for name, s in services.items() if "citus" in s.get("profiles", [])}
+    assert profiled == {"citus-coordinator", "citus-worker-1", "citus-worker-2", "citus-setup"}
+    for name in profiled - {"citus-setup"}:
+        assert "wal_level=logical" in services[name]["command"]  # citus_rebalance_start
+        assert services[name]["image"].startswith("${CITUS_IMAGE:-citusdata/citus:13.")
+    published = [p for name in profiled for p in services[name].get("ports", [])]
+    assert published == ["127.0.0.1:5433:5432"]  # the coordinator alone, on loopback
+    declared = set(load(ROOT / "docker-compose.yml")["volumes"])
+    for name in profiled:
+        assert {s for s in mounts(services[name]).values()} <= declared
+    setup = " ".join(services["citus-setup"]["command"])
+    assert "citus_add_node('citus-worker-1'" in setup and "citus_add_node('citus-worker-2'" in setup
