@@ -13,6 +13,11 @@ Everything lives in a throwaway schema `bench_<hex>`, dropped at the end (also o
     .venv/bin/python scripts/bench_ledger.py --database-url postgresql://postgres@127.0.0.1/test
     .venv/bin/python scripts/bench_ledger.py --seconds 10 --writers 1,4,16 --json
     .venv/bin/python scripts/bench_ledger.py --count 2000     # operations per measurement
+    .venv/bin/python scripts/bench_ledger.py --citus --database-url postgresql://...coordinator
+
+--citus: the URL names a Citus coordinator; the ledger's tables are distributed by partition
+(`memledger cluster distribute`'s code) and the raw table by a partition column of its own,
+with as many shards; the report adds how the saves spread over the nodes.
 
 Without --database-url: MEMLEDGER_DATABASE_URL, else an embedded server in .memledger/.
 """
@@ -39,13 +44,15 @@ from api.bootstrap import build_ledger
 from api.embedded import start_embedded_postgres
 from api.settings import Settings
 from domain.ledger.keyring import generate_master_key
+from domain.ledger.persistence.cluster import distribute
 from domain.model.values import Scope
 
 TOPIC = "domain.model.memory:Memory.Created"
 CONTENT = "I prefer examples before definitions #{}"
-RAW_TABLE = (  # the shape of the eventsourcing events table
-    "CREATE TABLE {} (originator_id uuid NOT NULL, originator_version bigint NOT NULL, topic text,"
-    " state bytea, notification_id bigserial, PRIMARY KEY (originator_id, originator_version))"
+RAW_TABLE = (  # the shape of the ledger's events table
+    "CREATE TABLE {} (partition int NOT NULL, originator_id uuid NOT NULL,"
+    " originator_version bigint NOT NULL, topic text, state bytea, notification_id bigserial,"
+    " PRIMARY KEY (partition, originator_id, originator_version))"
 )
 COLUMNS = {  # result key -> table heading
     "writers": "writers",
@@ -68,7 +75,10 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--rounds", type=int, default=5, help="alternations of raw and ledger")
     parser.add_argument("--writers", default="1,4,16", help="comma-separated writer counts")
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
+    parser.add_argument("--citus", action="store_true", help="the URL is a Citus coordinator")
     args = parser.parse_args()
+    if args.citus and not args.database_url:
+        parser.error("--citus needs --database-url (a Citus coordinator)")
     args.writers = [int(w) for w in args.writers.split(",") if w.strip()]
     if not args.writers or min(args.writers) < 1 or max(args.writers) > 100:
         parser.error("--writers: counts between 1 and 100")
@@ -162,6 +172,10 @@ def bench(url: str, schema: str, args: argparse.Namespace) -> dict:
             )
             assert outcome.status == "created", outcome.status
 
+        partitions = len(ledger.heads())
+        if args.citus:
+            with psycopg.connect(url, autocommit=True) as conn:
+                distribute(conn, schema, partitions)
         for w in range(most):  # warm up: user keys, pooled connections, prepared statements
             save(w)
         events = sql.Identifier(schema, ledger.recorder.events_table_name)
@@ -171,7 +185,14 @@ def bench(url: str, schema: str, args: argparse.Namespace) -> dict:
                 sql.SQL("SELECT avg(length(state))::int FROM {}").format(events)
             ).fetchone()[0]
             conn.execute(sql.SQL(RAW_TABLE).format(raw))
-            conn.execute(sql.SQL("CREATE UNIQUE INDEX ON {} (notification_id)").format(raw))
+            if not args.citus:  # a distributed table's unique indexes hold its partition
+                conn.execute(sql.SQL("CREATE UNIQUE INDEX ON {} (notification_id)").format(raw))
+            else:
+                conn.execute(
+                    "SELECT create_distributed_table(%s, 'partition', colocate_with => 'none',"
+                    " shard_count => %s)",
+                    (f"{schema}.raw_events", partitions),
+                )
             names = ("server_version", "fsync", "synchronous_commit")
             values = conn.execute(
                 "SELECT " + ", ".join(f"current_setting('{n}')" for n in names)
@@ -185,12 +206,13 @@ def bench(url: str, schema: str, args: argparse.Namespace) -> dict:
         }
         conns += [psycopg.connect(url, autocommit=True) for _ in range(most)]
         insert = sql.SQL(
-            "INSERT INTO {} (originator_id, originator_version, topic, state)"
-            " VALUES (%s, 1, %s, %s)"
+            "INSERT INTO {} (partition, originator_id, originator_version, topic, state)"
+            " VALUES (%s, %s, 1, %s, %s)"
         ).format(raw)
 
         def raw_insert(w: int) -> None:
-            conns[w].execute(insert, (uuid.uuid4(), TOPIC, os.urandom(state_size)), prepare=True)
+            row = (w % partitions, uuid.uuid4(), TOPIC, os.urandom(state_size))
+            conns[w].execute(insert, row, prepare=True)
 
         for w in range(most):
             raw_insert(w)
@@ -206,6 +228,8 @@ def bench(url: str, schema: str, args: argparse.Namespace) -> dict:
                 led.run(writers, save, seconds, quota)
             row = {"writers": writers, **led.summary("ledger"), **base.summary("raw")}
             results.append({**row, "ratio": round(row["ledger_per_s"] / row["raw_per_s"], 3)})
+        if args.citus:
+            facts["events_per_node"] = events_per_node(url, schema)
         one = next((r for r in results if r["writers"] == 1), None)
         facts["load_after"] = round(os.getloadavg()[0], 2)  # other work on the host skews both
         return {
@@ -223,6 +247,18 @@ def bench(url: str, schema: str, args: argparse.Namespace) -> dict:
         ledger.close()
 
 
+def events_per_node(url: str, schema: str) -> dict[str, int]:
+    """The ledger's events on each node (host:port), from every shard's own count."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT s.nodename || ':' || s.nodeport, sum(r.result::bigint)"
+            " FROM run_command_on_shards(%s, 'SELECT count(*) FROM %%s') r"
+            " JOIN citus_shards s ON s.shardid = r.shardid GROUP BY 1 ORDER BY 1",
+            (f"{schema}.memledger_events",),
+        ).fetchall()
+    return {node: int(count) for node, count in rows}
+
+
 def say(message: str) -> None:
     print(f"bench: {message}", file=sys.stderr, flush=True)
 
@@ -235,6 +271,9 @@ def report(data: dict) -> None:
         f" stored event {facts['stored_event_bytes']} bytes,"
         f" load average {facts['load_before']} -> {facts['load_after']}"
     )
+    if "events_per_node" in facts:
+        spread = ", ".join(f"{node} {n}" for node, n in facts["events_per_node"].items())
+        print(f"Citus: events per node: {spread}")
     print(" | ".join(COLUMNS.values()))
     for r in data["results"]:
         print(" | ".join(f"{r[k]:>{len(head)}}" for k, head in COLUMNS.items()))

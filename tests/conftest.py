@@ -46,6 +46,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if item.get_closest_marker("faults") is not None:
             item.add_marker(pytest.mark.xdist_group("faults"))
+        elif item.get_closest_marker("citus") is not None:  # one cluster, on one worker
+            item.add_marker(pytest.mark.xdist_group("citus"))
 
 
 @pytest.fixture(scope="session")

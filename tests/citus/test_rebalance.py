@@ -1,0 +1,83 @@
+"""Adding capacity online: a third worker joins and shards move onto it while eight writers
+save through a running server (docs/cluster.md, "Adding a worker").
+
+During a move Citus copies a shard by logical replication and then, for a moment, blocks
+writes to it while it switches over: a save waiting there past the statement timeout answers
+503 with Retry-After, which the writers retry. Afterwards every acknowledged write is there
+exactly once, the projections equal a fresh rebuild, no request answered 500, and every worker
+holds shards.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from tests.citus.cluster import CitusCluster
+from tests.e2e.test_server_e2e import free_port
+from tests.faults.harness import (
+    FaultServer,
+    Load,
+    acknowledged_writes_kept,
+    check_calls,
+    projections_rebuilt,
+    server_env,
+    until_answered,
+)
+
+pytestmark = [pytest.mark.integration, pytest.mark.citus]
+
+
+def shards_per_node(url: str, schema: str) -> dict[int, int]:
+    with psycopg.connect(url) as conn:
+        rows = conn.execute(
+            "SELECT s.nodeport, count(*) FROM citus_shards s JOIN pg_class c"
+            " ON c.oid = s.table_name JOIN pg_namespace n ON n.oid = c.relnamespace"
+            " WHERE n.nspname = %s GROUP BY 1",
+            (schema,),
+        ).fetchall()
+    return {int(port): int(count) for port, count in rows}
+
+
+def test_a_worker_added_under_eight_writers_takes_shards_and_loses_nothing(
+    cluster: CitusCluster, pg_schema: str, master_key: str, tmp_path: Path
+) -> None:
+    before = shards_per_node(cluster.url, pg_schema)
+    assert len(before) == len(cluster.nodes) - 1  # the workers; the coordinator holds none
+    server = FaultServer(
+        server_env(cluster.url, pg_schema, master_key, tmp_path / "data"),
+        free_port(),
+        tmp_path / "serve.log",
+    )
+    server.start()
+    try:
+        with Load(server, writers=8, readers=1) as load:
+            time.sleep(2.0)
+            added = cluster.add_worker(free_port())
+            with psycopg.connect(cluster.url, autocommit=True) as conn:
+                conn.execute("SELECT citus_rebalance_start()")
+                conn.execute("SELECT citus_rebalance_wait()")
+                jobs: list[Any] = conn.execute(
+                    "SELECT state FROM citus_rebalance_status() ORDER BY job_id DESC LIMIT 1"
+                ).fetchall()
+            time.sleep(1.0)  # writes after the moves too
+        assert jobs and jobs[0][0] == "finished", jobs
+        check_calls(load.calls, server=server)
+        acknowledged_writes_kept(server, load.acknowledged)
+        for user in sorted({user for user, _ in load.acknowledged}):
+            with server.client(user) as client:
+                listed = until_answered(client, "/me/core-memories", {"limit": 1000})["items"]
+            ids = [item["memory_id"] for item in listed]
+            assert len(ids) == len(set(ids))  # each exactly once
+            mine = {memory_id for who, memory_id in load.acknowledged if who == user}
+            assert mine <= set(ids)
+        after = shards_per_node(cluster.url, pg_schema)
+        assert added.port in after and len(after) == len(cluster.nodes) - 1
+        assert all(count > 0 for count in after.values()), after
+    finally:
+        server.kill()
+    projections_rebuilt(cluster.url, pg_schema, master_key)
