@@ -36,6 +36,7 @@ __all__ = [
     "NodeStatus",
     "citus_version",
     "distribute",
+    "distribute_like_events",
     "status",
 ]
 
@@ -170,17 +171,37 @@ def _make(conn: psycopg.Connection[Any], schema: str, name: str, keyed: bool, sh
     """Distribute one table by partition beside the events (or the events themselves), or
     make it a reference table."""
     target = _qualified(schema, name)
-    if keyed:
-        colocate = "none" if name == EVENTS else _qualified(schema, EVENTS)
+    if name == EVENTS:  # the colocation group's first table sets the shard count
         conn.execute(
             SQL(
-                "SELECT create_distributed_table({}, {}, colocate_with => {}, shard_count => {})"
-            ).format(
-                Literal(target), Literal(_DISTRIBUTION_COLUMN), Literal(colocate), Literal(shards)
+                "SELECT create_distributed_table({}, {}, colocate_with => 'none',"
+                " shard_count => {})"
+            ).format(Literal(target), Literal(_DISTRIBUTION_COLUMN), Literal(shards))
+        )
+    elif keyed:
+        conn.execute(
+            SQL("SELECT create_distributed_table({}, {}, colocate_with => {})").format(
+                Literal(target), Literal(_DISTRIBUTION_COLUMN), Literal(_qualified(schema, EVENTS))
             )
         )
     else:
         conn.execute(SQL("SELECT create_reference_table({})").format(Literal(target)))
+
+
+def distribute_like_events(conn: psycopg.Connection[Any], schema: str, names: list[str]) -> None:
+    """Distribute tables made after `distribute` (a rebuild's fresh tables) as it would have,
+    when the schema's events are distributed; on a plain PostgreSQL, nothing. In the caller's
+    transaction (Citus creates the shards in it)."""
+    if citus_version(conn) is None or EVENTS not in _citus_tables(conn, schema):
+        return
+    keyed = dict(_tables(conn, schema))
+    shards = conn.execute(
+        "SELECT shard_count FROM citus_tables WHERE table_name = %s::regclass",
+        (_qualified(schema, EVENTS),),
+    ).fetchone()
+    assert shards is not None
+    for name in names:
+        _make(conn, schema, name, keyed[name], int(shards[0]))
 
 
 def _check(name: str, keyed: bool, found: dict[str, Any], anchor: dict[str, Any] | None) -> None:
