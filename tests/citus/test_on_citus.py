@@ -198,9 +198,10 @@ def test_forgotten_content_is_in_no_raw_page_of_any_node(
     worker.catch_up()
     needles = {needle: text for text in secrets for needle in forms(text)}
     hits: list[str] = []
+    with psycopg.connect(cluster.url, autocommit=True) as conn:  # Citus creates it on each node
+        conn.execute("CREATE EXTENSION IF NOT EXISTS pageinspect SCHEMA public")
     for node in cluster.nodes:
         with psycopg.connect(node.url, autocommit=True) as conn:
-            conn.execute("CREATE EXTENSION IF NOT EXISTS pageinspect SCHEMA public")
             tables = conn.execute(
                 "SELECT c.oid::regclass::text FROM pg_class c JOIN pg_namespace n"
                 " ON n.oid = c.relnamespace WHERE n.nspname = %s AND c.relkind = 'r'",
