@@ -30,6 +30,9 @@ __all__ = [
     "HEADS",
     "PARTITIONS_ENV",
     "create_statements",
+    "event_indexes",
+    "events_key",
+    "events_table",
     "partition_count",
     "partition_of_user",
     "unplaced_index",
@@ -79,6 +82,7 @@ def create_statements(schema: str, events: str, partitions: int) -> list[Compose
         SQL("CREATE UNIQUE INDEX IF NOT EXISTS {} ON {} (partition, position)").format(
             Identifier(f"{events}_partition_position_idx"), events_table
         ),
+        *event_indexes(schema, events),
         SQL(
             "CREATE TABLE IF NOT EXISTS {} ("
             " partition int PRIMARY KEY,"
@@ -94,6 +98,48 @@ def create_statements(schema: str, events: str, partitions: int) -> list[Compose
         # Last: the recorder runs this DDL unless the schema holds it (`unplaced_index`).
         SQL("CREATE INDEX IF NOT EXISTS {} ON {} (notification_id) WHERE partition IS NULL").format(
             Identifier(unplaced_index(events)), events_table
+        ),
+    ]
+
+
+def events_table(schema: str, events: str, id_type: str) -> Composed:
+    """The events table of a new schema (it replaces the library's CREATE TABLE, through the
+    recorder's `sql_create_statements`): the partition columns from the start, and the primary
+    key led by `partition`. Citus distributes a table only when each of its unique constraints
+    includes the distribution column (`partition`): so no unique index on `notification_id`
+    alone (`event_indexes`). The library's settings of the table are kept."""
+    return SQL(
+        "CREATE TABLE IF NOT EXISTS {} ("
+        " originator_id {} NOT NULL, originator_version bigint NOT NULL, topic text,"
+        " state bytea, notification_id bigserial, partition int NOT NULL,"
+        " position bigint NULL, recorded_at timestamptz NULL,"
+        " CONSTRAINT {} PRIMARY KEY (partition, originator_id, originator_version))"
+        " WITH (autovacuum_enabled = true, autovacuum_vacuum_threshold = 100000000,"
+        " autovacuum_vacuum_scale_factor = 0.5, autovacuum_analyze_threshold = 1000,"
+        " autovacuum_analyze_scale_factor = 0.01)"
+    ).format(
+        SQL("{}.{}").format(Identifier(schema), Identifier(events)),
+        Identifier(id_type),
+        Identifier(events_key(events)),
+    )
+
+
+def events_key(events: str) -> str:
+    """The name of the events table's primary key (partition, originator id, version)."""
+    return f"{events}_partition_pkey"
+
+
+def event_indexes(schema: str, events: str) -> list[Composed]:
+    """The events table's other indexes: an aggregate's events by originator id (its loads
+    name no partition: the library's `select_events`), and the notification ids unique in
+    each partition (a position given out before partitions: `legacy_position`)."""
+    events_table = SQL("{}.{}").format(Identifier(schema), Identifier(events))
+    return [
+        SQL("CREATE INDEX IF NOT EXISTS {} ON {} (originator_id, originator_version)").format(
+            Identifier(f"{events}_originator_idx"), events_table
+        ),
+        SQL("CREATE UNIQUE INDEX IF NOT EXISTS {} ON {} (partition, notification_id)").format(
+            Identifier(f"{events}_partition_notification_idx"), events_table
         ),
     ]
 

@@ -32,7 +32,7 @@ from psycopg.sql import SQL, Composable, Identifier, Literal
 
 from domain.context import on_outage
 from domain.ledger.persistence import partitions as partitioning
-from domain.ledger.persistence import pipeline, reads, upgrade
+from domain.ledger.persistence import pipeline, reads, rekey, upgrade
 from domain.ledger.persistence.notifier import Notifier
 from domain.ledger.persistence.pipeline import Statement, oid
 from domain.ledger.persistence.pool import persistence_error, pinned, with_connection
@@ -79,6 +79,17 @@ class LedgerRecorder(PostgresApplicationRecorder):
     def __init__(self, datastore: PostgresDatastore, *, events_table_name: str = "stored_events"):
         super().__init__(datastore, events_table_name=events_table_name)
         schema = datastore.schema or "public"
+        # The library's events table, led by the partition (Citus distributes by it), and
+        # without its UNIQUE index on notification_id alone (Citus refuses a unique index
+        # without the distribution column): partitions.events_table, event_indexes.
+        self.sql_create_statements[self.create_table_statement_index] = partitioning.events_table(
+            schema, self.events_table_name, datastore.originator_id_type
+        )
+        self.sql_create_statements = [
+            statement
+            for statement in self.sql_create_statements
+            if self.notification_id_index_name not in statement.as_string(None)
+        ]
         self.sql_create_statements.extend(create_statements(schema))
         keys, claims, prints = (table(schema, n) for n in (DATA_KEYS, KEY_CLAIMS, FINGERPRINTS))
 
@@ -89,58 +100,69 @@ class LedgerRecorder(PostgresApplicationRecorder):
 
         # Advisory locks, shared by saves, exclusive for erase and forget (see `exclusive`).
         self._lock_user = prepare("SELECT pg_advisory_xact_lock_shared($1)", "int8")
+        # Every statement names the partition of the rows it writes (persistence/tables.py):
+        # on Citus, a user's save touches that one shard.
         self._insert_key = prepare(
             "INSERT INTO {} (key_id, user_id, kind, subject_memory_id, master_key_id, wrapped,"
-            " key_check) VALUES ($1, $2, $3, $4, $5, $6, $7)",
-            "uuid text text uuid text bytea bytea",
+            " key_check, partition) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+            "uuid text text uuid text bytea bytea int4",
             keys,
         )
         self._link_key = prepare(
-            "UPDATE {} SET subject_memory_id = $1 WHERE key_id = $2", "uuid uuid", keys
+            "UPDATE {} SET subject_memory_id = $1 WHERE partition = $3 AND key_id = $2",
+            "uuid uuid int4",
+            keys,
         )
         # Destroying keys announces their ids on the schema's revocation channel, delivered at
         # commit to every process listening (DataKeyStore.follow_revocations), 200 ids a note
         # (a payload holds at most 8000 bytes).
         self.revocation_channel = revocation_channel(schema)
         shred = (
-            "WITH gone AS (DELETE FROM {} WHERE %s RETURNING key_id)"
+            "WITH gone AS (DELETE FROM {} WHERE partition = $3 AND (%s) RETURNING key_id)"
             " SELECT pg_notify($2, string_agg(key_id::text, ','))"
             " FROM (SELECT key_id, (row_number() OVER ()) / 200 AS note FROM gone) AS g"
             " GROUP BY note"
         )
         self._shred_memories = prepare(
-            shred % "key_id = ANY($1) OR subject_memory_id = ANY($1)", "uuid[] text", keys
+            shred % "key_id = ANY($1) OR subject_memory_id = ANY($1)", "uuid[] text int4", keys
         )
-        self._shred_keys = prepare(shred % "key_id = ANY($1)", "uuid[] text", keys)
-        self._shred_user_keys = prepare(shred % "user_id = ANY($1)", "text[] text", keys)
+        self._shred_keys = prepare(shred % "key_id = ANY($1)", "uuid[] text int4", keys)
+        self._shred_user_keys = prepare(shred % "user_id = ANY($1)", "text[] text int4", keys)
         self._insert_claim = prepare(
-            "INSERT INTO {} (claim, memory_id, user_id, key_id, key_check)"
-            " VALUES ($1, $2, $3, $4, $5)",
-            "text uuid text uuid bytea",
+            "INSERT INTO {} (claim, memory_id, user_id, key_id, key_check, partition)"
+            " VALUES ($1, $2, $3, $4, $5, $6)",
+            "text uuid text uuid bytea int4",
             claims,
         )
-        self._release_claims = prepare("DELETE FROM {} WHERE memory_id = ANY($1)", "uuid[]", claims)
+        self._release_claims = prepare(
+            "DELETE FROM {} WHERE partition = $2 AND memory_id = ANY($1)", "uuid[] int4", claims
+        )
         self._shred_user_claims = prepare(
-            "DELETE FROM {} WHERE user_id = ANY($1)", "text[]", claims
+            "DELETE FROM {} WHERE partition = $2 AND user_id = ANY($1)", "text[] int4", claims
         )
         self._upsert_print = prepare(
             "INSERT INTO {} (candidate_id, user_id, fingerprint, subject_memory_id, state,"
-            " changed_at, key_id, key_check) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)"
-            " ON CONFLICT (candidate_id) DO UPDATE"
+            " changed_at, key_id, key_check, partition)"
+            " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)"
+            " ON CONFLICT (partition, candidate_id) DO UPDATE"
             " SET state = EXCLUDED.state, changed_at = EXCLUDED.changed_at,"
             " subject_memory_id = COALESCE(EXCLUDED.subject_memory_id, {}.subject_memory_id)",
-            "uuid text text uuid text timestamptz uuid bytea",
+            "uuid text text uuid text timestamptz uuid bytea int4",
             prints,
             prints,
         )
         self._shred_memory_prints = prepare(
-            "DELETE FROM {} WHERE subject_memory_id = ANY($1)", "uuid[]", prints
+            "DELETE FROM {} WHERE partition = $2 AND subject_memory_id = ANY($1)",
+            "uuid[] int4",
+            prints,
         )
         self._prune_prints = prepare(
-            "DELETE FROM {} WHERE state <> 'pending' AND changed_at < $1", "timestamptz", prints
+            "DELETE FROM {} WHERE partition = $2 AND state <> 'pending' AND changed_at < $1",
+            "timestamptz int4",
+            prints,
         )
         self._shred_user_prints = prepare(
-            "DELETE FROM {} WHERE user_id = ANY($1)", "text[]", prints
+            "DELETE FROM {} WHERE partition = $2 AND user_id = ANY($1)", "text[] int4", prints
         )
         # Each event at its partition's next position (persistence/partitions.py: the head
         # row's lock orders a partition's commits, where the library locks the whole events
@@ -221,8 +243,11 @@ class LedgerRecorder(PostgresApplicationRecorder):
     def upgrade(self, partition_of: Callable[[str], int]) -> int:
         """Place the events written before partitions existed in their users' partitions
         (`partition_of`: a user id's partition); how many were placed, 0 once done
-        (persistence/upgrade.py)."""
-        return upgrade.place(self.datastore, self.events_table_name, partition_of)
+        (persistence/upgrade.py). Then key the tables of the release before issue 27 by
+        partition (persistence/rekey.py)."""
+        placed = upgrade.place(self.datastore, self.events_table_name, partition_of)
+        rekey.rekey(self.datastore, self.events_table_name, partition_of)
+        return placed
 
     def heads(self) -> dict[int, int]:
         """Every partition's last position within it (0: empty)."""
@@ -298,7 +323,9 @@ class LedgerRecorder(PostgresApplicationRecorder):
             )
         except KeyError:
             raise ProgrammingError("an event's aggregate has no partition") from None
-        transaction = self._transaction([(p, stored_events[i]) for p, i in placed], **changes)
+        transaction = self._transaction(
+            [(p, stored_events[i]) for p, i in placed], partitions=partitions, **changes
+        )
         if not transaction.steps:
             return None
         steps = transaction.steps
@@ -333,6 +360,8 @@ class LedgerRecorder(PostgresApplicationRecorder):
         self,
         stored_events: Sequence[tuple[int, StoredEvent]],
         *,
+        partitions: Mapping[Any, int] | None = None,
+        user_partitions: Mapping[str, int] | None = None,
         user_locks: Sequence[int] = (),
         new_keys: Sequence[NewDataKey] = (),
         link_keys: Sequence[tuple[UUID, UUID]] = (),
@@ -342,10 +371,18 @@ class LedgerRecorder(PostgresApplicationRecorder):
         shred_keys: Sequence[UUID] = (),
         shred_users: Sequence[str] = (),
         prune_prints_before: datetime | None = None,
+        prune_partitions: Sequence[int] = (),
     ) -> Transaction:
         """The statements of one save: side tables first, then the events, each
         with its partition, in partition order (so saves spanning partitions take their
-        heads in one order: no deadlock)."""
+        heads in one order: no deadlock).
+
+        Each side-table row goes to its user's partition: `user_partitions` (user id ->
+        partition) for the rows naming a user, `partitions` (aggregate id -> partition) for
+        the keys named by aggregate id (`link_keys`, `shred_memories`, `shred_keys`); decided
+        fingerprints are pruned in `prune_partitions`. The store resolves them all
+        (AggregateStore.save)."""
+        by_id, by_user = _Placement(partitions or {}), _Placement(user_partitions or {})
         tx = Transaction()
         # First: a save waits here while its user is being erased or a memory forgotten.
         for lock_id in sorted(user_locks):
@@ -360,9 +397,10 @@ class LedgerRecorder(PostgresApplicationRecorder):
                 key.master_key_id,
                 key.wrapped,
                 key.key_check,
+                by_user[key.user_id],
             )
         for key_id, memory_id in link_keys:
-            tx.add(self._link_key, memory_id, key_id)
+            tx.add(self._link_key, memory_id, key_id, by_id[key_id])
         for p in fingerprints:
             tx.add(
                 self._upsert_print,
@@ -374,21 +412,21 @@ class LedgerRecorder(PostgresApplicationRecorder):
                 p.changed_at,
                 p.key_id,
                 p.key_check,
+                by_user[p.user_id],
             )
         if prune_prints_before is not None:
-            tx.add(self._prune_prints, prune_prints_before)
-        if shred_memories:
-            ids = list(shred_memories)
-            tx.add(self._shred_memories, ids, self.revocation_channel)
-            tx.add(self._release_claims, ids)
-            tx.add(self._shred_memory_prints, ids)
-        if shred_keys:
-            tx.add(self._shred_keys, list(shred_keys), self.revocation_channel)
-        if shred_users:
-            users = list(shred_users)
-            tx.add(self._shred_user_keys, users, self.revocation_channel)
-            tx.add(self._shred_user_claims, users)
-            tx.add(self._shred_user_prints, users)
+            for partition in sorted(set(prune_partitions)):
+                tx.add(self._prune_prints, prune_prints_before, partition)
+        for partition, ids in by_id.grouped(shred_memories):
+            tx.add(self._shred_memories, ids, self.revocation_channel, partition)
+            tx.add(self._release_claims, ids, partition)
+            tx.add(self._shred_memory_prints, ids, partition)
+        for partition, ids in by_id.grouped(shred_keys):
+            tx.add(self._shred_keys, ids, self.revocation_channel, partition)
+        for partition, users in by_user.grouped(shred_users):
+            tx.add(self._shred_user_keys, users, self.revocation_channel, partition)
+            tx.add(self._shred_user_claims, users, partition)
+            tx.add(self._shred_user_prints, users, partition)
         # Claims last among the side tables: a conflict (or the wait for a concurrent claim of
         # the same key) comes before the partition's head is taken.
         for claim in claims:
@@ -399,6 +437,7 @@ class LedgerRecorder(PostgresApplicationRecorder):
                 claim.user_id,
                 claim.key_id,
                 claim.key_check,
+                by_user[claim.user_id],
             )
         if stored_events:
             for partition, e in stored_events:
@@ -422,6 +461,29 @@ class LedgerRecorder(PostgresApplicationRecorder):
             msg = f"got {len(ids)} positions for {len(placed)} events"
             raise ProgrammingError(msg)
         return {i: pack(p, local) for (p, i), local in zip(placed, ids, strict=True)}
+
+
+class _Placement:
+    """Which partition each aggregate id or user id of a save's side-table rows is in."""
+
+    __slots__ = ("_of",)
+
+    def __init__(self, of: Mapping[Any, int]) -> None:
+        self._of = of
+
+    def __getitem__(self, name: Any) -> int:
+        try:
+            return self._of[name]
+        except KeyError:
+            msg = f"a side-table row of the save has no partition: {name}"
+            raise ProgrammingError(msg) from None
+
+    def grouped(self, names: Sequence[Any]) -> list[tuple[int, list[Any]]]:
+        """The names by partition, in partition order."""
+        groups: dict[int, list[Any]] = {}
+        for name in names:
+            groups.setdefault(self[name], []).append(name)
+        return sorted(groups.items())
 
 
 def _ddl_lock(schema: str) -> int:

@@ -21,9 +21,15 @@ def new_memory(ledger: MemoryLedger, key: str) -> tuple[Memory, dict[str, Any]]:
         "alice", Scope.global_(), key, "I prefer examples first", "preference",
         "explicit", "user_api", None, None, None,
     )  # fmt: skip
-    # The store names each aggregate's partition (its user's) for the recorder, as here.
+    # The store names each aggregate's and each user's partition for the recorder, as here.
     partitions = {memory.id: ledger.partition("alice")}
-    return memory, {"new_keys": [new_key], "claims": [claim], "partitions": partitions}
+    users = {"alice": ledger.partition("alice")}
+    return memory, {
+        "new_keys": [new_key],
+        "claims": [claim],
+        "partitions": partitions,
+        "user_partitions": users,
+    }
 
 
 def stored(ledger: MemoryLedger, position: int) -> Any:
