@@ -332,17 +332,24 @@ class DataKeyStore:
         def rewrap(master_id: str, key_id: UUID, wrapped: bytes) -> tuple[str, bytes]:
             return keyring.wrap(key_id.bytes, self._unwrap(master_id, key_id, wrapped))
 
+        # A batch is up to `batch_size` keys, from one partition after another, each
+        # partition's share in a transaction of its own (on Citus: one shard each).
         done = 0
-        for partition in range(max(self.partitions, LEDGER_PARTITION + 1)):
-            while True:
-                if before_batch is not None:
-                    before_batch()
-                rows = self._table.rewrap(partition, keyring.active_id, batch_size, rewrap)
-                if not rows:
-                    break
-                done += rows
-                if progress is not None:
-                    progress(rows)
+        left = list(range(max(self.partitions, LEDGER_PARTITION + 1)))
+        while left:
+            if before_batch is not None:
+                before_batch()
+            batch = 0
+            while left and batch < batch_size:
+                rows = self._table.rewrap(left[0], keyring.active_id, batch_size - batch, rewrap)
+                if rows < batch_size - batch:
+                    left.pop(0)  # none left there (or only rows another rotation holds)
+                batch += rows
+            if not batch:
+                break
+            done += batch
+            if progress is not None:
+                progress(batch)
         return done
 
     def _unwrap(self, master_id: str, key_id: UUID, wrapped: bytes) -> bytes:
