@@ -153,11 +153,15 @@ def insert_event(schema: str, events: str, id_type: str) -> tuple[Composed, str]
     """The statement inserting one event at its partition's next position (its types: the
     parameters' PostgreSQL types, `$1` first); it returns the position.
 
-    Taking the head's row lock (the UPDATE) is what orders a partition's commits.
+    Taking the head's row lock (the UPDATE) is what orders a partition's commits. The time is
+    `statement_timestamp()`, not `clock_timestamp()`: Citus refuses a VOLATILE function in an
+    UPDATE of a distributed table ("functions used in UPDATE queries on distributed tables
+    must not be VOLATILE"); a STABLE one it evaluates on the coordinator. `greatest` keeps a
+    partition's times in its commit order either way (issue 27; met on the loopback cluster).
     """
     statement = SQL(
         "WITH head AS (UPDATE {0} SET position = position + 1,"
-        " recorded_at = greatest(recorded_at, clock_timestamp())"
+        " recorded_at = greatest(recorded_at, statement_timestamp())"
         " WHERE partition = $5 RETURNING position, recorded_at)"
         " INSERT INTO {1} (originator_id, originator_version, topic, state, partition,"
         " position, recorded_at)"
