@@ -110,7 +110,7 @@ class AggregateStore:
         from the ledger's events (not from keys, which a forget destroys)."""
         recorder = self.recorder()
         created, proposed = get_topic(Memory.Created), get_topic(MemoryCandidate.Proposed)
-        found = recorder.originators(user_id, [created, proposed])
+        found = recorder.originators(self.partition(user_id), user_id, [created, proposed])
         return (
             [aggregate_id for aggregate_id, topic in found if topic == created],
             [aggregate_id for aggregate_id, topic in found if topic == proposed],

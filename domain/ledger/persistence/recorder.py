@@ -222,7 +222,8 @@ class LedgerRecorder(PostgresApplicationRecorder):
         # The clear part is read only for the topics asked for (CASE: not for other events).
         self._sql_originators = render(
             SQL(
-                "SELECT DISTINCT originator_id, topic FROM {}.{} WHERE topic = ANY(%s)"
+                "SELECT DISTINCT originator_id, topic FROM {}.{} WHERE partition = %s"
+                " AND topic = ANY(%s)"
                 " AND CASE WHEN topic = ANY(%s) THEN {} ->> 'user_id' END = %s"
             ).format(
                 Identifier(datastore.schema),
@@ -290,12 +291,17 @@ class LedgerRecorder(PostgresApplicationRecorder):
             for row in rows
         ]
 
-    def originators(self, user_id: str, topics: Sequence[str]) -> list[tuple[UUID, str]]:
+    def originators(
+        self, partition: int, user_id: str, topics: Sequence[str]
+    ) -> list[tuple[UUID, str]]:
         """(originator id, topic) of every event of these topics whose `user_id` is the user's.
 
-        Reads the whole events table (no index on a sealed state): for rare commands only.
+        Reads the user's whole partition (`partition`: every aggregate of a user is in the
+        user's; no index on a sealed state): for rare commands only.
         """
-        rows = reads.fetch_all(self.datastore, self._sql_originators, (topics, topics, user_id))
+        rows = reads.fetch_all(
+            self.datastore, self._sql_originators, (partition, topics, topics, user_id)
+        )
         return [(UUID(str(row["originator_id"])), row["topic"]) for row in rows]
 
     def having_topics(self, originator_ids: list[UUID], topics: Sequence[str]) -> set[UUID]:
