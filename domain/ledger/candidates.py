@@ -188,7 +188,7 @@ class CandidateCommands:
         return candidate
 
     def _expire(self, candidate: MemoryCandidate) -> Outcome:
-        print_ = self._stored_print(candidate.id)
+        print_ = self._stored_print(candidate)
         candidate.expire()
         position = self.store.save(
             candidate,
@@ -250,7 +250,7 @@ class CandidateCommands:
             claims=[claim] if saved else [],
             link_keys=[(candidate.id, memory.id)],
             fingerprints=[
-                self._print(candidate, self._stored_print(candidate.id), "closed", memory.id)
+                self._print(candidate, self._stored_print(candidate), "closed", memory.id)
             ],
         )
         return Outcome("accepted", MemoryState.of(memory), CandidateState.of(candidate), position)
@@ -279,7 +279,7 @@ class CandidateCommands:
         position = self.store.save(
             memory,
             candidate,
-            fingerprints=[self._print(candidate, self._stored_print(candidate.id), "closed")],
+            fingerprints=[self._print(candidate, self._stored_print(candidate), "closed")],
         )
         return Outcome("accepted", MemoryState.of(memory), CandidateState.of(candidate), position)
 
@@ -299,10 +299,13 @@ class CandidateCommands:
             self.clock(),
         )
 
-    def _stored_print(self, candidate_id: UUID) -> str:
-        return self.store.lookups.stored_fingerprint(candidate_id)
+    def _stored_print(self, candidate: MemoryCandidate) -> str:
+        partition = self.store.partition(candidate.user_id)
+        return self.store.lookups.stored_fingerprint(partition, candidate.id)
 
     def _known_proposal(
         self, user_id: str, fingerprint: str, now: datetime
     ) -> tuple[str, UUID] | None:
-        return self.store.lookups.known_proposal(user_id, fingerprint, now - REJECTION_MEMORY)
+        return self.store.lookups.known_proposal(
+            self.store.partition(user_id), user_id, fingerprint, now - REJECTION_MEMORY
+        )

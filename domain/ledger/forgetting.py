@@ -139,13 +139,18 @@ class Forgetting:
             while notes := self.recorder.read_partition(partition, after, page, topics=topics):
                 memories = [UUID(str(n.originator_id)) for n in notes if n.topic == forgotten]
                 candidates = [UUID(str(n.originator_id)) for n in notes if n.topic != forgotten]
-                held = self.keys.count_held(memories + candidates)
+                held = self.keys.count_held(partition, memories + candidates)
                 if held:
-                    self.store.save(shred_memories=memories, shred_keys=candidates)
+                    self.store.save(
+                        shred_memories=memories, shred_keys=candidates, partition=partition
+                    )
                     destroyed += held
                 after = local_of(notes[-1].id)
         if destroyed:
             self.keys.forget_all_cached()
-        # Fingerprints of decided proposals outlive their decision by 30 days only.
-        self.store.save(prune_prints_before=self.clock() - REJECTION_MEMORY)
+        # Fingerprints of decided proposals outlive their decision by 30 days only (a
+        # partition a transaction: on Citus, each one shard).
+        before = self.clock() - REJECTION_MEMORY
+        for partition in range(self.recorder.partitions):
+            self.store.save(prune_prints_before=before, partition=partition)
         return destroyed

@@ -15,7 +15,6 @@ from uuid import UUID
 
 from domain.context import Retry
 from domain.ledger.keystore import DataKeyStore, user_key_id
-from domain.ledger.persistence.partitions import partition_of_user
 from domain.ledger.persistence.tables import key_check
 from domain.model.values import Scope, normalise_content
 
@@ -44,7 +43,6 @@ class KeyedHashes:
     def __init__(self, keys: DataKeyStore) -> None:
         self.keys = keys
         self._locks: dict[str, int] = {}
-        self._partitions: dict[str, int] = {}
 
     def lock(self, user_id: str) -> int:
         """The id of the user's write lock (a PostgreSQL advisory lock, a signed 64-bit int),
@@ -61,14 +59,7 @@ class KeyedHashes:
     def partition(self, user_id: str, partitions: int) -> int:
         """The user's ledger partition: a keyed hash of the id under the ledger's key (no
         caller can aim ids at one partition), modulo the partition count."""
-        partition = self._partitions.get(user_id)
-        if partition is None:
-            digest = keyed_hash(self.keys.ledger_key(), "partition", user_id)
-            partition = partition_of_user(digest, partitions)
-            if len(self._partitions) >= _LOCK_IDS_CACHED:
-                self._partitions.clear()
-            self._partitions[user_id] = partition
-        return partition
+        return self.keys.partition_in(user_id, partitions)
 
     def content(self, key_id: UUID, content: str) -> str:
         """Keyed hash of normalised content; uncheckable once the memory's key is shredded.

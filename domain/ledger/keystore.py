@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import hmac
 import os
 import threading
 import time
@@ -15,8 +16,9 @@ from domain.context import outage_unavailable
 from domain.errors import MasterKeyMissing
 from domain.ledger.keyring import MasterKeyring, UnknownMasterKey
 from domain.ledger.persistence.key_table import KeyTable
+from domain.ledger.persistence.partitions import partition_of_user
 from domain.ledger.persistence.reads import Connections
-from domain.ledger.persistence.tables import NewDataKey, key_check
+from domain.ledger.persistence.tables import LEDGER_PARTITION, NewDataKey, key_check
 
 __all__ = ["DataKeyStore", "user_key_id"]
 
@@ -64,6 +66,10 @@ class DataKeyStore:
         self._trusted = True  # False while a revocation listener is attached but not listening
         # Bumped by every revocation: a load that began before one is used, never kept.
         self._epoch = 0
+        self.partitions = 0
+        """The ledger's partition count (set by the ledger once its recorder knows it): a
+        user's key is stored in the user's partition (`partition_in`)."""
+        self._partitions: dict[tuple[str, int], int] = {}
 
     def through(self, connections: Connections) -> DataKeyStore:
         """A store with the same master keys and cache settings reading through `connections`.
@@ -71,7 +77,23 @@ class DataKeyStore:
         For a forked process: connections must not cross a fork (a pool's sockets would be
         shared with the parent), nor may locks another thread held. Its cache starts empty.
         """
-        return DataKeyStore(connections, self._keyring, cache_ttl=self._ttl, cache_size=self._size)
+        store = DataKeyStore(connections, self._keyring, cache_ttl=self._ttl, cache_size=self._size)
+        store.partitions = self.partitions
+        return store
+
+    def partition_in(self, user_id: str, partitions: int) -> int:
+        """The user's ledger partition among `partitions`: a keyed hash of the id under the
+        ledger's key (no caller can aim ids at one partition). Computed here, from this store's
+        own ledger key, so that a store made `through` other connections needs no other."""
+        partition = self._partitions.get((user_id, partitions))
+        if partition is None:
+            message = "\x1f".join(("partition", user_id)).encode()
+            digest = hmac.digest(self.ledger_key(), message, "sha256").hex()
+            partition = partition_of_user(digest, partitions)
+            if len(self._partitions) >= self._size:
+                self._partitions.clear()
+            self._partitions[user_id, partitions] = partition
+        return partition
 
     # -- creating ----------------------------------------------------------------------------
 
@@ -116,9 +138,15 @@ class DataKeyStore:
         raw = self.get(key_id)
         if raw is not None:
             return raw
+        if owner:
+            if not self.partitions:
+                raise LookupError("the key store does not know the ledger's partitions")
+            partition = self.partition_in(owner, self.partitions)
+        else:
+            partition = LEDGER_PARTITION  # the ledger's key: its owner's hash needs it
         raw = os.urandom(32)
         master_id, wrapped = self._keyring.wrap(key_id.bytes, raw)
-        self._table.insert_user_key(key_id, owner, master_id, wrapped, key_check(raw))
+        self._table.insert_user_key(partition, key_id, owner, master_id, wrapped, key_check(raw))
         with self._lock:
             self._cache.pop(key_id, None)
         raw = self.get(key_id)
@@ -228,17 +256,19 @@ class DataKeyStore:
 
     def owned_keys(self, user_id: str, kind: str) -> list[UUID]:
         """Ids of the live keys of one kind that belong to a user (e.g. all their memories)."""
-        return self._table.owned(user_id, kind)
+        return self._table.owned(self.partition_in(user_id, self.partitions), user_id, kind)
 
-    def candidates_about(self, memory_id: UUID) -> list[UUID]:
-        """Ids of the live candidate keys naming this memory (pending or accepted candidates)."""
-        return self._table.about(memory_id)
+    def candidates_about(self, partition: int, memory_id: UUID) -> list[UUID]:
+        """Ids of the live candidate keys naming this memory (pending or accepted candidates),
+        in its partition."""
+        return self._table.about(partition, memory_id)
 
-    def count_held(self, aggregate_ids: list[UUID]) -> int:
-        """How many keys still exist for these aggregates or for candidates about them."""
+    def count_held(self, partition: int, aggregate_ids: list[UUID]) -> int:
+        """How many keys still exist for these aggregates of one partition or for candidates
+        about them."""
         if not aggregate_ids:
             return 0
-        return self._table.count_held(aggregate_ids)
+        return self._table.count_held(partition, aggregate_ids)
 
     # -- shredding and rotation --------------------------------------------------------------
 
@@ -302,16 +332,24 @@ class DataKeyStore:
         def rewrap(master_id: str, key_id: UUID, wrapped: bytes) -> tuple[str, bytes]:
             return keyring.wrap(key_id.bytes, self._unwrap(master_id, key_id, wrapped))
 
+        # A batch is up to `batch_size` keys, from one partition after another, each
+        # partition's share in a transaction of its own (on Citus: one shard each).
         done = 0
-        while True:
+        left = list(range(max(self.partitions, LEDGER_PARTITION + 1)))
+        while left:
             if before_batch is not None:
                 before_batch()
-            rows = self._table.rewrap(keyring.active_id, batch_size, rewrap)
-            if not rows:
+            batch = 0
+            while left and batch < batch_size:
+                rows = self._table.rewrap(left[0], keyring.active_id, batch_size - batch, rewrap)
+                if rows < batch_size - batch:
+                    left.pop(0)  # none left there (or only rows another rotation holds)
+                batch += rows
+            if not batch:
                 break
-            done += rows
+            done += batch
             if progress is not None:
-                progress(rows)
+                progress(batch)
         return done
 
     def _unwrap(self, master_id: str, key_id: UUID, wrapped: bytes) -> bytes:

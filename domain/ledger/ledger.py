@@ -71,6 +71,7 @@ class MemoryLedger(Application[UUID]):
         super().__init__(env=dict(env))  # builds the key store, in `construct_mapper`
         self.hashes = KeyedHashes(self.keys)
         self.store = AggregateStore(self, self.keys, self.hashes, Lookups(self._datastore))
+        self.keys.partitions = self.store.recorder().partitions
         # A ledger of the release before partitions is partitioned here, before any save
         # (once: later starts find nothing to place; persistence/upgrade.py).
         self.upgraded = self.store.recorder().upgrade(self.store.partition)

@@ -98,7 +98,9 @@ class AggregateStore:
         """The memory holding this key claim (forgotten ones included: the claim is released
         in the tombstone's own transaction, so a forgotten holder is a race being lost)."""
         with outage_unavailable():
-            holder = self.lookups.claim_holder(self.hashes.claim(user_id, scope, memory_key).value)
+            holder = self.lookups.claim_holder(
+                self.partition(user_id), self.hashes.claim(user_id, scope, memory_key).value
+            )
         if holder is None:
             return None
         return self.memory(user_id, holder, live=False)
@@ -108,7 +110,7 @@ class AggregateStore:
         from the ledger's events (not from keys, which a forget destroys)."""
         recorder = self.recorder()
         created, proposed = get_topic(Memory.Created), get_topic(MemoryCandidate.Proposed)
-        found = recorder.originators(user_id, [created, proposed])
+        found = recorder.originators(self.partition(user_id), user_id, [created, proposed])
         return (
             [aggregate_id for aggregate_id, topic in found if topic == created],
             [aggregate_id for aggregate_id, topic in found if topic == proposed],
@@ -116,23 +118,33 @@ class AggregateStore:
 
     def candidates_about(self, user_id: str, memory_id: UUID) -> list[MemoryCandidate]:
         """The user's pending candidates about this memory (those holding a key naming it)."""
-        found = [self.candidate(user_id, c) for c in self.keys.candidates_about(memory_id)]
+        about = self.keys.candidates_about(self.partition(user_id), memory_id)
+        found = [self.candidate(user_id, c) for c in about]
         return [candidate for candidate in found if candidate.status == "pending"]
 
     # -- saving ------------------------------------------------------------------------------
 
     def save(
-        self, *aggregates: Any, new_keys: Sequence[NewDataKey] = (), **changes: Any
+        self,
+        *aggregates: Any,
+        new_keys: Sequence[NewDataKey] = (),
+        partition: int | None = None,
+        **changes: Any,
     ) -> int | None:
-        """Save aggregates and side-table rows atomically; returns the last position."""
+        """Save aggregates and side-table rows atomically; returns the last position.
+
+        Every side-table row goes to its user's partition: found from the user id it names, or
+        from the aggregate of this save it names; `partition` is the one of the keys it shreds
+        by id without saving their aggregate, and of the decided fingerprints it prunes when it
+        names no user (else those are pruned in the partitions of its users)."""
         users = {a.user_id for a in aggregates if isinstance(a, _LOCKED)}
         locks = [self.hashes.lock(user) for user in users]
-        partitions = {a.id: self.partition(a.user_id) for a in aggregates}
+        placement = self._placement(aggregates, new_keys, partition, changes)
         try:
             position = recorder.record(
                 self._application,
                 aggregates,
-                {"user_locks": locks, "partitions": partitions, "new_keys": new_keys, **changes},
+                {"user_locks": locks, "new_keys": new_keys, **placement, **changes},
             )
         except IntegrityError as error:
             self.keys.discard(new_keys)
@@ -155,6 +167,35 @@ class AggregateStore:
             raise
         self.keys.unstage(new_keys)
         return position
+
+    def _placement(
+        self,
+        aggregates: Sequence[Any],
+        new_keys: Sequence[NewDataKey],
+        partition: int | None,
+        changes: dict[str, Any],
+    ) -> dict[str, Any]:
+        """The partitions of a save's events and side-table rows (LedgerRecorder._transaction)."""
+        partitions: dict[Any, int] = {a.id: self.partition(a.user_id) for a in aggregates}
+        named = [*new_keys, *changes.get("claims", ()), *changes.get("fingerprints", ())]
+        users = {row.user_id for row in named} | set(changes.get("shred_users", ()))
+        user_partitions = {user: self.partition(user) for user in users}
+        by_id = [
+            *changes.get("shred_memories", ()),
+            *changes.get("shred_keys", ()),
+            *(key_id for key_id, _ in changes.get("link_keys", ())),
+        ]
+        if partition is not None:
+            for aggregate_id in by_id:
+                partitions.setdefault(aggregate_id, partition)
+        pruned = set(user_partitions.values())
+        if not pruned and partition is not None:
+            pruned = {partition}
+        return {
+            "partitions": partitions,
+            "user_partitions": user_partitions,
+            "prune_partitions": sorted(pruned),
+        }
 
     @contextmanager
     def exclusive(self, user_id: str) -> Iterator[None]:

@@ -294,7 +294,8 @@ def test_a_candidate_about_a_memory_forgotten_after_it_was_loaded_is_refused(
             target_memory_id=memory.memory_id,
         )
     assert forgot
-    assert other.keys.candidates_about(memory.memory_id) == []  # no candidate key was stored
+    about = other.keys.candidates_about(other.partition("alice"), memory.memory_id)
+    assert about == []  # no candidate key was stored
 
 
 def test_forget_racing_eight_writers_leaves_no_content_and_no_pending_candidate(

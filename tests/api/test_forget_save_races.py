@@ -51,8 +51,8 @@ def forget_once_the_holder_is_read(
     other = make_ledger()
     forgotten: list[Any] = []
 
-    def holder_then_forget(claim: Any) -> Any:
-        found = real(claim)
+    def holder_then_forget(partition: int, claim: Any) -> Any:
+        found = real(partition, claim)
         if found is not None and not forgotten:
             forgotten.append(found)
             other.forget_memory("alice", found)

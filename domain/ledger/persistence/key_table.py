@@ -2,6 +2,10 @@
 
 `DataKeyStore` (domain/ledger/keystore.py) owns the caching and the crypto; this module only
 reads and writes rows. Keys are inserted and deleted with events by `LedgerRecorder`.
+
+Statements about one user's or one memory's keys name their partition (on Citus: one shard).
+Reading keys by id (`wrapped`, `set_checks`) does not: a key id alone does not tell its
+partition, and those reads fan out over the shards (correct, one statement per batch of ids).
 """
 
 from __future__ import annotations
@@ -30,8 +34,9 @@ class KeyTable:
         self._table = table(connections.schema or "public", DATA_KEYS)
         self._sql_insert_user_key = reads.render(
             SQL(
-                "INSERT INTO {} (key_id, user_id, kind, master_key_id, wrapped, key_check)"
-                " VALUES (%s, %s, 'user', %s, %s, %s) ON CONFLICT (key_id) DO NOTHING"
+                "INSERT INTO {} (partition, key_id, user_id, kind, master_key_id, wrapped,"
+                " key_check) VALUES (%s, %s, %s, 'user', %s, %s, %s)"
+                " ON CONFLICT (partition, key_id) DO NOTHING"
             ).format(self._table)
         )
         self._sql_select_keys = reads.render(
@@ -46,16 +51,20 @@ class KeyTable:
             ).format(self._table)
         )
         self._sql_owned_keys = reads.render(
-            SQL("SELECT key_id FROM {} WHERE user_id = %s AND kind = %s").format(self._table)
-        )
-        self._sql_about = reads.render(
-            SQL("SELECT key_id FROM {} WHERE subject_memory_id = %s AND kind = 'candidate'").format(
+            SQL("SELECT key_id FROM {} WHERE partition = %s AND user_id = %s AND kind = %s").format(
                 self._table
             )
         )
+        self._sql_about = reads.render(
+            SQL(
+                "SELECT key_id FROM {} WHERE partition = %s AND subject_memory_id = %s"
+                " AND kind = 'candidate'"
+            ).format(self._table)
+        )
         self._sql_count_held = reads.render(
             SQL(
-                "SELECT count(*) AS n FROM {} WHERE key_id = ANY(%s) OR subject_memory_id = ANY(%s)"
+                "SELECT count(*) AS n FROM {} WHERE partition = %s"
+                " AND (key_id = ANY(%s) OR subject_memory_id = ANY(%s))"
             ).format(self._table)
         )
 
@@ -66,13 +75,19 @@ class KeyTable:
         )
 
     def insert_user_key(
-        self, key_id: UUID, user_id: str, master_id: str, wrapped: bytes, check: bytes
+        self,
+        partition: int,
+        key_id: UUID,
+        user_id: str,
+        master_id: str,
+        wrapped: bytes,
+        check: bytes,
     ) -> None:
         """Insert a user's key unless one is there already (the first insert wins)."""
         reads.execute(
             self.connections,
             self._sql_insert_user_key,
-            (key_id, user_id, master_id, wrapped, check),
+            (partition, key_id, user_id, master_id, wrapped, check),
         )
 
     def wrapped(self, key_ids: Iterable[UUID]) -> list[tuple[UUID, str, bytes, bytes | None]]:
@@ -95,20 +110,21 @@ class KeyTable:
             ids = list(checks)
             reads.execute(self.connections, self._sql_set_checks, (ids, [checks[i] for i in ids]))
 
-    def owned(self, user_id: str, kind: str) -> list[UUID]:
-        """Ids of the live keys of one kind that belong to a user."""
-        rows = reads.fetch_all(self.connections, self._sql_owned_keys, (user_id, kind))
+    def owned(self, partition: int, user_id: str, kind: str) -> list[UUID]:
+        """Ids of the live keys of one kind that belong to a user (in their partition)."""
+        rows = reads.fetch_all(self.connections, self._sql_owned_keys, (partition, user_id, kind))
         return [row["key_id"] for row in rows]
 
-    def about(self, memory_id: UUID) -> list[UUID]:
-        """Ids of the candidate keys that name this memory."""
-        rows = reads.fetch_all(self.connections, self._sql_about, (memory_id,))
+    def about(self, partition: int, memory_id: UUID) -> list[UUID]:
+        """Ids of the candidate keys that name this memory (in its partition)."""
+        rows = reads.fetch_all(self.connections, self._sql_about, (partition, memory_id))
         return [row["key_id"] for row in rows]
 
-    def count_held(self, aggregate_ids: list[UUID]) -> int:
-        """How many keys exist for these aggregates or for candidates about them."""
+    def count_held(self, partition: int, aggregate_ids: list[UUID]) -> int:
+        """How many keys exist for these aggregates of one partition or for candidates about
+        them."""
         row = reads.fetch_one(
-            self.connections, self._sql_count_held, (aggregate_ids, aggregate_ids)
+            self.connections, self._sql_count_held, (partition, aggregate_ids, aggregate_ids)
         )
         return int(row["n"]) if row else 0
 
@@ -117,10 +133,12 @@ class KeyTable:
         rows = reads.fetch_all(self.connections, self._sql_count_by_master)
         return {row["master_key_id"]: int(row["n"]) for row in rows}
 
-    def rewrap(self, active_id: str, batch_size: int, rewrap: Rewrap) -> int:
-        """Re-wrap up to `batch_size` keys not under `active_id`, in one transaction; how many.
+    def rewrap(self, partition: int, active_id: str, batch_size: int, rewrap: Rewrap) -> int:
+        """Re-wrap up to `batch_size` keys of one partition not under `active_id`, in one
+        transaction; how many.
 
-        Rows another rotation holds are skipped, never waited for.
+        Rows another rotation holds are skipped, never waited for. One partition a batch: on
+        Citus, SELECT ... FOR UPDATE runs only on one shard (a router query).
         """
         with (
             self.connections.get_connection() as conn,
@@ -129,10 +147,10 @@ class KeyTable:
         ):
             curs.execute(
                 SQL(
-                    "SELECT key_id, master_key_id, wrapped FROM {} WHERE master_key_id <> %s"
-                    " LIMIT %s FOR UPDATE SKIP LOCKED"
+                    "SELECT key_id, master_key_id, wrapped FROM {} WHERE partition = %s"
+                    " AND master_key_id <> %s LIMIT %s FOR UPDATE SKIP LOCKED"
                 ).format(self._table),
-                (active_id, batch_size),
+                (partition, active_id, batch_size),
             )
             rows: list[Any] = curs.fetchall()
             for row in rows:
@@ -140,9 +158,10 @@ class KeyTable:
                     row["master_key_id"], row["key_id"], bytes(row["wrapped"])
                 )
                 curs.execute(
-                    SQL("UPDATE {} SET master_key_id = %s, wrapped = %s WHERE key_id = %s").format(
-                        self._table
-                    ),
-                    (master_id, wrapped, row["key_id"]),
+                    SQL(
+                        "UPDATE {} SET master_key_id = %s, wrapped = %s"
+                        " WHERE partition = %s AND key_id = %s"
+                    ).format(self._table),
+                    (master_id, wrapped, partition, row["key_id"]),
                 )
         return len(rows)

@@ -1,4 +1,6 @@
-"""Look-ups in the claim and fingerprint tables that commands make before they write."""
+"""Look-ups in the claim and fingerprint tables that commands make before they write.
+
+Each names the partition of the user whose rows it reads (on Citus: one shard)."""
 
 from __future__ import annotations
 
@@ -22,35 +24,40 @@ class Lookups:
         schema = connections.schema or "public"
         claims, prints = table(schema, KEY_CLAIMS), table(schema, FINGERPRINTS)
         self._sql_claim_holder = reads.render(
-            SQL("SELECT memory_id FROM {} WHERE claim = %s").format(claims)
+            SQL("SELECT memory_id FROM {} WHERE partition = %s AND claim = %s").format(claims)
         )
         self._sql_stored_print = reads.render(
-            SQL("SELECT fingerprint FROM {} WHERE candidate_id = %s").format(prints)
+            SQL("SELECT fingerprint FROM {} WHERE partition = %s AND candidate_id = %s").format(
+                prints
+            )
         )
         self._sql_known_proposal = reads.render(
             SQL(
-                "SELECT state, candidate_id FROM {} WHERE user_id = %s AND fingerprint = %s"
+                "SELECT state, candidate_id FROM {} WHERE partition = %s AND user_id = %s"
+                " AND fingerprint = %s"
                 " AND (state = 'pending' OR (state = 'rejected' AND changed_at > %s))"
                 " ORDER BY state = 'pending' DESC LIMIT 1"
             ).format(prints)
         )
 
-    def claim_holder(self, claim: str) -> UUID | None:
-        """The memory holding this key claim, if any."""
-        row = reads.fetch_one(self.connections, self._sql_claim_holder, (claim,))
+    def claim_holder(self, partition: int, claim: str) -> UUID | None:
+        """The memory holding this key claim (in its user's partition), if any."""
+        row = reads.fetch_one(self.connections, self._sql_claim_holder, (partition, claim))
         return None if row is None else row["memory_id"]
 
-    def stored_fingerprint(self, candidate_id: UUID) -> str:
+    def stored_fingerprint(self, partition: int, candidate_id: UUID) -> str:
         """The fingerprint stored for a candidate ("" when there is none)."""
-        row = reads.fetch_one(self.connections, self._sql_stored_print, (candidate_id,))
+        row = reads.fetch_one(self.connections, self._sql_stored_print, (partition, candidate_id))
         return row["fingerprint"] if row else ""
 
     def known_proposal(
-        self, user_id: str, fingerprint: str, rejected_since: datetime
+        self, partition: int, user_id: str, fingerprint: str, rejected_since: datetime
     ) -> tuple[str, UUID] | None:
         """(state, candidate id) of a pending proposal with this fingerprint, else of one
         rejected after `rejected_since`; None when there is neither."""
         row = reads.fetch_one(
-            self.connections, self._sql_known_proposal, (user_id, fingerprint, rejected_since)
+            self.connections,
+            self._sql_known_proposal,
+            (partition, user_id, fingerprint, rejected_since),
         )
         return None if row is None else (row["state"], row["candidate_id"])

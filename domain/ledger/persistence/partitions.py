@@ -30,6 +30,9 @@ __all__ = [
     "HEADS",
     "PARTITIONS_ENV",
     "create_statements",
+    "event_indexes",
+    "events_key",
+    "events_table",
     "partition_count",
     "partition_of_user",
     "unplaced_index",
@@ -79,6 +82,7 @@ def create_statements(schema: str, events: str, partitions: int) -> list[Compose
         SQL("CREATE UNIQUE INDEX IF NOT EXISTS {} ON {} (partition, position)").format(
             Identifier(f"{events}_partition_position_idx"), events_table
         ),
+        *event_indexes(schema, events),
         SQL(
             "CREATE TABLE IF NOT EXISTS {} ("
             " partition int PRIMARY KEY,"
@@ -98,6 +102,48 @@ def create_statements(schema: str, events: str, partitions: int) -> list[Compose
     ]
 
 
+def events_table(schema: str, events: str, id_type: str) -> Composed:
+    """The events table of a new schema (it replaces the library's CREATE TABLE, through the
+    recorder's `sql_create_statements`): the partition columns from the start, and the primary
+    key led by `partition`. Citus distributes a table only when each of its unique constraints
+    includes the distribution column (`partition`): so no unique index on `notification_id`
+    alone (`event_indexes`). The library's settings of the table are kept."""
+    return SQL(
+        "CREATE TABLE IF NOT EXISTS {} ("
+        " originator_id {} NOT NULL, originator_version bigint NOT NULL, topic text,"
+        " state bytea, notification_id bigserial, partition int NOT NULL,"
+        " position bigint NULL, recorded_at timestamptz NULL,"
+        " CONSTRAINT {} PRIMARY KEY (partition, originator_id, originator_version))"
+        " WITH (autovacuum_enabled = true, autovacuum_vacuum_threshold = 100000000,"
+        " autovacuum_vacuum_scale_factor = 0.5, autovacuum_analyze_threshold = 1000,"
+        " autovacuum_analyze_scale_factor = 0.01)"
+    ).format(
+        SQL("{}.{}").format(Identifier(schema), Identifier(events)),
+        Identifier(id_type),
+        Identifier(events_key(events)),
+    )
+
+
+def events_key(events: str) -> str:
+    """The name of the events table's primary key (partition, originator id, version)."""
+    return f"{events}_partition_pkey"
+
+
+def event_indexes(schema: str, events: str) -> list[Composed]:
+    """The events table's other indexes: an aggregate's events by originator id (its loads
+    name no partition: the library's `select_events`), and the notification ids unique in
+    each partition (a position given out before partitions: `legacy_position`)."""
+    events_table = SQL("{}.{}").format(Identifier(schema), Identifier(events))
+    return [
+        SQL("CREATE INDEX IF NOT EXISTS {} ON {} (originator_id, originator_version)").format(
+            Identifier(f"{events}_originator_idx"), events_table
+        ),
+        SQL("CREATE UNIQUE INDEX IF NOT EXISTS {} ON {} (partition, notification_id)").format(
+            Identifier(f"{events}_partition_notification_idx"), events_table
+        ),
+    ]
+
+
 def unplaced_index(events: str) -> str:
     """The name of the index of the events no partition holds yet (written before partitions)."""
     return f"{events}_unplaced_idx"
@@ -107,11 +153,15 @@ def insert_event(schema: str, events: str, id_type: str) -> tuple[Composed, str]
     """The statement inserting one event at its partition's next position (its types: the
     parameters' PostgreSQL types, `$1` first); it returns the position.
 
-    Taking the head's row lock (the UPDATE) is what orders a partition's commits.
+    Taking the head's row lock (the UPDATE) is what orders a partition's commits. The time is
+    `statement_timestamp()`, not `clock_timestamp()`: Citus refuses a VOLATILE function in an
+    UPDATE of a distributed table ("functions used in UPDATE queries on distributed tables
+    must not be VOLATILE"); a STABLE one it evaluates on the coordinator. `greatest` keeps a
+    partition's times in its commit order either way (issue 27; met on the loopback cluster).
     """
     statement = SQL(
         "WITH head AS (UPDATE {0} SET position = position + 1,"
-        " recorded_at = greatest(recorded_at, clock_timestamp())"
+        " recorded_at = greatest(recorded_at, statement_timestamp())"
         " WHERE partition = $5 RETURNING position, recorded_at)"
         " INSERT INTO {1} (originator_id, originator_version, topic, state, partition,"
         " position, recorded_at)"

@@ -13,6 +13,7 @@ and the command's own saves, on this thread, run on the session that holds it.
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
@@ -32,11 +33,12 @@ from psycopg.sql import SQL, Composable, Identifier, Literal
 
 from domain.context import on_outage
 from domain.ledger.persistence import partitions as partitioning
-from domain.ledger.persistence import pipeline, reads, upgrade
+from domain.ledger.persistence import pipeline, reads, rekey, upgrade
 from domain.ledger.persistence.notifier import Notifier
 from domain.ledger.persistence.pipeline import Statement, oid
 from domain.ledger.persistence.pool import persistence_error, pinned, with_connection
 from domain.ledger.persistence.reads import render
+from domain.ledger.persistence.revocations import EVERY_KEY
 from domain.ledger.persistence.sealed_state import clear_json
 from domain.ledger.persistence.tables import (
     DATA_KEYS,
@@ -79,6 +81,17 @@ class LedgerRecorder(PostgresApplicationRecorder):
     def __init__(self, datastore: PostgresDatastore, *, events_table_name: str = "stored_events"):
         super().__init__(datastore, events_table_name=events_table_name)
         schema = datastore.schema or "public"
+        # The library's events table, led by the partition (Citus distributes by it), and
+        # without its UNIQUE index on notification_id alone (Citus refuses a unique index
+        # without the distribution column): partitions.events_table, event_indexes.
+        self.sql_create_statements[self.create_table_statement_index] = partitioning.events_table(
+            schema, self.events_table_name, datastore.originator_id_type
+        )
+        self.sql_create_statements = [
+            statement
+            for statement in self.sql_create_statements
+            if self.notification_id_index_name not in statement.as_string(None)
+        ]
         self.sql_create_statements.extend(create_statements(schema))
         keys, claims, prints = (table(schema, n) for n in (DATA_KEYS, KEY_CLAIMS, FINGERPRINTS))
 
@@ -89,58 +102,71 @@ class LedgerRecorder(PostgresApplicationRecorder):
 
         # Advisory locks, shared by saves, exclusive for erase and forget (see `exclusive`).
         self._lock_user = prepare("SELECT pg_advisory_xact_lock_shared($1)", "int8")
+        # Every statement names the partition of the rows it writes (persistence/tables.py):
+        # on Citus, a user's save touches that one shard.
         self._insert_key = prepare(
             "INSERT INTO {} (key_id, user_id, kind, subject_memory_id, master_key_id, wrapped,"
-            " key_check) VALUES ($1, $2, $3, $4, $5, $6, $7)",
-            "uuid text text uuid text bytea bytea",
+            " key_check, partition) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+            "uuid text text uuid text bytea bytea int4",
             keys,
         )
         self._link_key = prepare(
-            "UPDATE {} SET subject_memory_id = $1 WHERE key_id = $2", "uuid uuid", keys
+            "UPDATE {} SET subject_memory_id = $1 WHERE partition = $3 AND key_id = $2",
+            "uuid uuid int4",
+            keys,
         )
-        # Destroying keys announces their ids on the schema's revocation channel, delivered at
-        # commit to every process listening (DataKeyStore.follow_revocations), 200 ids a note
-        # (a payload holds at most 8000 bytes).
+        # Destroying keys announces them on the schema's revocation channel, delivered at
+        # commit to every process listening (DataKeyStore.follow_revocations): the ids of the
+        # keys destroyed by id, 200 a note (a payload holds at most 8000 bytes), and
+        # `EVERY_KEY` for a memory's or a user's keys (those of candidates about the memory,
+        # all of a user's): their listeners drop every cached key. The note is its own
+        # statement, which names no table: on Citus the coordinator sends it. (A NOTIFY in
+        # the DELETE's statement ran on the worker holding the shard, which refuses it in a
+        # distributed transaction: "cannot PREPARE a transaction that has executed LISTEN,
+        # UNLISTEN, or NOTIFY"; and its listeners are the coordinator's.)
         self.revocation_channel = revocation_channel(schema)
-        shred = (
-            "WITH gone AS (DELETE FROM {} WHERE %s RETURNING key_id)"
-            " SELECT pg_notify($2, string_agg(key_id::text, ','))"
-            " FROM (SELECT key_id, (row_number() OVER ()) / 200 AS note FROM gone) AS g"
-            " GROUP BY note"
-        )
+        self._notify = prepare("SELECT pg_notify($1, $2)", "text text")
+        shred = "DELETE FROM {} WHERE partition = $2 AND (%s)"
         self._shred_memories = prepare(
-            shred % "key_id = ANY($1) OR subject_memory_id = ANY($1)", "uuid[] text", keys
+            shred % "key_id = ANY($1) OR subject_memory_id = ANY($1)", "uuid[] int4", keys
         )
-        self._shred_keys = prepare(shred % "key_id = ANY($1)", "uuid[] text", keys)
-        self._shred_user_keys = prepare(shred % "user_id = ANY($1)", "text[] text", keys)
+        self._shred_keys = prepare(shred % "key_id = ANY($1)", "uuid[] int4", keys)
+        self._shred_user_keys = prepare(shred % "user_id = ANY($1)", "text[] int4", keys)
         self._insert_claim = prepare(
-            "INSERT INTO {} (claim, memory_id, user_id, key_id, key_check)"
-            " VALUES ($1, $2, $3, $4, $5)",
-            "text uuid text uuid bytea",
+            "INSERT INTO {} (claim, memory_id, user_id, key_id, key_check, partition)"
+            " VALUES ($1, $2, $3, $4, $5, $6)",
+            "text uuid text uuid bytea int4",
             claims,
         )
-        self._release_claims = prepare("DELETE FROM {} WHERE memory_id = ANY($1)", "uuid[]", claims)
+        self._release_claims = prepare(
+            "DELETE FROM {} WHERE partition = $2 AND memory_id = ANY($1)", "uuid[] int4", claims
+        )
         self._shred_user_claims = prepare(
-            "DELETE FROM {} WHERE user_id = ANY($1)", "text[]", claims
+            "DELETE FROM {} WHERE partition = $2 AND user_id = ANY($1)", "text[] int4", claims
         )
         self._upsert_print = prepare(
             "INSERT INTO {} (candidate_id, user_id, fingerprint, subject_memory_id, state,"
-            " changed_at, key_id, key_check) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)"
-            " ON CONFLICT (candidate_id) DO UPDATE"
+            " changed_at, key_id, key_check, partition)"
+            " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)"
+            " ON CONFLICT (partition, candidate_id) DO UPDATE"
             " SET state = EXCLUDED.state, changed_at = EXCLUDED.changed_at,"
             " subject_memory_id = COALESCE(EXCLUDED.subject_memory_id, {}.subject_memory_id)",
-            "uuid text text uuid text timestamptz uuid bytea",
+            "uuid text text uuid text timestamptz uuid bytea int4",
             prints,
             prints,
         )
         self._shred_memory_prints = prepare(
-            "DELETE FROM {} WHERE subject_memory_id = ANY($1)", "uuid[]", prints
+            "DELETE FROM {} WHERE partition = $2 AND subject_memory_id = ANY($1)",
+            "uuid[] int4",
+            prints,
         )
         self._prune_prints = prepare(
-            "DELETE FROM {} WHERE state <> 'pending' AND changed_at < $1", "timestamptz", prints
+            "DELETE FROM {} WHERE partition = $2 AND state <> 'pending' AND changed_at < $1",
+            "timestamptz int4",
+            prints,
         )
         self._shred_user_prints = prepare(
-            "DELETE FROM {} WHERE user_id = ANY($1)", "text[]", prints
+            "DELETE FROM {} WHERE partition = $2 AND user_id = ANY($1)", "text[] int4", prints
         )
         # Each event at its partition's next position (persistence/partitions.py: the head
         # row's lock orders a partition's commits, where the library locks the whole events
@@ -196,7 +222,8 @@ class LedgerRecorder(PostgresApplicationRecorder):
         # The clear part is read only for the topics asked for (CASE: not for other events).
         self._sql_originators = render(
             SQL(
-                "SELECT DISTINCT originator_id, topic FROM {}.{} WHERE topic = ANY(%s)"
+                "SELECT DISTINCT originator_id, topic FROM {}.{} WHERE partition = %s"
+                " AND topic = ANY(%s)"
                 " AND CASE WHEN topic = ANY(%s) THEN {} ->> 'user_id' END = %s"
             ).format(
                 Identifier(datastore.schema),
@@ -221,8 +248,11 @@ class LedgerRecorder(PostgresApplicationRecorder):
     def upgrade(self, partition_of: Callable[[str], int]) -> int:
         """Place the events written before partitions existed in their users' partitions
         (`partition_of`: a user id's partition); how many were placed, 0 once done
-        (persistence/upgrade.py)."""
-        return upgrade.place(self.datastore, self.events_table_name, partition_of)
+        (persistence/upgrade.py). Then key the tables of the release before issue 27 by
+        partition (persistence/rekey.py)."""
+        placed = upgrade.place(self.datastore, self.events_table_name, partition_of)
+        rekey.rekey(self.datastore, self.events_table_name, partition_of)
+        return placed
 
     def heads(self) -> dict[int, int]:
         """Every partition's last position within it (0: empty)."""
@@ -261,12 +291,17 @@ class LedgerRecorder(PostgresApplicationRecorder):
             for row in rows
         ]
 
-    def originators(self, user_id: str, topics: Sequence[str]) -> list[tuple[UUID, str]]:
+    def originators(
+        self, partition: int, user_id: str, topics: Sequence[str]
+    ) -> list[tuple[UUID, str]]:
         """(originator id, topic) of every event of these topics whose `user_id` is the user's.
 
-        Reads the whole events table (no index on a sealed state): for rare commands only.
+        Reads the user's whole partition (`partition`: every aggregate of a user is in the
+        user's; no index on a sealed state): for rare commands only.
         """
-        rows = reads.fetch_all(self.datastore, self._sql_originators, (topics, topics, user_id))
+        rows = reads.fetch_all(
+            self.datastore, self._sql_originators, (partition, topics, topics, user_id)
+        )
         return [(UUID(str(row["originator_id"])), row["topic"]) for row in rows]
 
     def having_topics(self, originator_ids: list[UUID], topics: Sequence[str]) -> set[UUID]:
@@ -298,7 +333,9 @@ class LedgerRecorder(PostgresApplicationRecorder):
             )
         except KeyError:
             raise ProgrammingError("an event's aggregate has no partition") from None
-        transaction = self._transaction([(p, stored_events[i]) for p, i in placed], **changes)
+        transaction = self._transaction(
+            [(p, stored_events[i]) for p, i in placed], partitions=partitions, **changes
+        )
         if not transaction.steps:
             return None
         steps = transaction.steps
@@ -333,6 +370,8 @@ class LedgerRecorder(PostgresApplicationRecorder):
         self,
         stored_events: Sequence[tuple[int, StoredEvent]],
         *,
+        partitions: Mapping[Any, int] | None = None,
+        user_partitions: Mapping[str, int] | None = None,
         user_locks: Sequence[int] = (),
         new_keys: Sequence[NewDataKey] = (),
         link_keys: Sequence[tuple[UUID, UUID]] = (),
@@ -342,10 +381,18 @@ class LedgerRecorder(PostgresApplicationRecorder):
         shred_keys: Sequence[UUID] = (),
         shred_users: Sequence[str] = (),
         prune_prints_before: datetime | None = None,
+        prune_partitions: Sequence[int] = (),
     ) -> Transaction:
         """The statements of one save: side tables first, then the events, each
         with its partition, in partition order (so saves spanning partitions take their
-        heads in one order: no deadlock)."""
+        heads in one order: no deadlock).
+
+        Each side-table row goes to its user's partition: `user_partitions` (user id ->
+        partition) for the rows naming a user, `partitions` (aggregate id -> partition) for
+        the keys named by aggregate id (`link_keys`, `shred_memories`, `shred_keys`); decided
+        fingerprints are pruned in `prune_partitions`. The store resolves them all
+        (AggregateStore.save)."""
+        by_id, by_user = _Placement(partitions or {}), _Placement(user_partitions or {})
         tx = Transaction()
         # First: a save waits here while its user is being erased or a memory forgotten.
         for lock_id in sorted(user_locks):
@@ -360,9 +407,10 @@ class LedgerRecorder(PostgresApplicationRecorder):
                 key.master_key_id,
                 key.wrapped,
                 key.key_check,
+                by_user[key.user_id],
             )
         for key_id, memory_id in link_keys:
-            tx.add(self._link_key, memory_id, key_id)
+            tx.add(self._link_key, memory_id, key_id, by_id[key_id])
         for p in fingerprints:
             tx.add(
                 self._upsert_print,
@@ -374,21 +422,27 @@ class LedgerRecorder(PostgresApplicationRecorder):
                 p.changed_at,
                 p.key_id,
                 p.key_check,
+                by_user[p.user_id],
             )
         if prune_prints_before is not None:
-            tx.add(self._prune_prints, prune_prints_before)
-        if shred_memories:
-            ids = list(shred_memories)
-            tx.add(self._shred_memories, ids, self.revocation_channel)
-            tx.add(self._release_claims, ids)
-            tx.add(self._shred_memory_prints, ids)
-        if shred_keys:
-            tx.add(self._shred_keys, list(shred_keys), self.revocation_channel)
-        if shred_users:
-            users = list(shred_users)
-            tx.add(self._shred_user_keys, users, self.revocation_channel)
-            tx.add(self._shred_user_claims, users)
-            tx.add(self._shred_user_prints, users)
+            for partition in sorted(set(prune_partitions)):
+                tx.add(self._prune_prints, prune_prints_before, partition)
+        for partition, ids in by_id.grouped(shred_memories):
+            tx.add(self._shred_memories, ids, partition)
+            tx.add(self._release_claims, ids, partition)
+            tx.add(self._shred_memory_prints, ids, partition)
+        for partition, ids in by_id.grouped(shred_keys):
+            tx.add(self._shred_keys, ids, partition)
+        for partition, users in by_user.grouped(shred_users):
+            tx.add(self._shred_user_keys, users, partition)
+            tx.add(self._shred_user_claims, users, partition)
+            tx.add(self._shred_user_prints, users, partition)
+        if shred_memories or shred_users:
+            tx.add(self._notify, self.revocation_channel, EVERY_KEY)
+        else:
+            for first in range(0, len(shred_keys), 200):
+                note = ",".join(str(k) for k in shred_keys[first : first + 200])
+                tx.add(self._notify, self.revocation_channel, note)
         # Claims last among the side tables: a conflict (or the wait for a concurrent claim of
         # the same key) comes before the partition's head is taken.
         for claim in claims:
@@ -399,6 +453,7 @@ class LedgerRecorder(PostgresApplicationRecorder):
                 claim.user_id,
                 claim.key_id,
                 claim.key_check,
+                by_user[claim.user_id],
             )
         if stored_events:
             for partition, e in stored_events:
@@ -422,6 +477,33 @@ class LedgerRecorder(PostgresApplicationRecorder):
             msg = f"got {len(ids)} positions for {len(placed)} events"
             raise ProgrammingError(msg)
         return {i: pack(p, local) for (p, i), local in zip(placed, ids, strict=True)}
+
+
+_CONSTRAINT_IN_MESSAGE = re.compile(r'constraint "([^"]+)"')
+_SHARD_SUFFIX = re.compile(r"_\d+$")
+
+
+class _Placement:
+    """Which partition each aggregate id or user id of a save's side-table rows is in."""
+
+    __slots__ = ("_of",)
+
+    def __init__(self, of: Mapping[Any, int]) -> None:
+        self._of = of
+
+    def __getitem__(self, name: Any) -> int:
+        try:
+            return self._of[name]
+        except KeyError:
+            msg = f"a side-table row of the save has no partition: {name}"
+            raise ProgrammingError(msg) from None
+
+    def grouped(self, names: Sequence[Any]) -> list[tuple[int, list[Any]]]:
+        """The names by partition, in partition order."""
+        groups: dict[int, list[Any]] = {}
+        for name in names:
+            groups.setdefault(self[name], []).append(name)
+        return sorted(groups.items())
 
 
 def _ddl_lock(schema: str) -> int:
@@ -463,4 +545,15 @@ def stale_key(error: IntegrityError) -> bool:
 
 
 def _constraint(error: IntegrityError) -> str:
-    return getattr(getattr(error.__cause__, "diag", None), "constraint_name", "") or ""
+    """The name of the constraint a write violated.
+
+    On Citus the error comes from the worker holding the shard: the coordinator passes on its
+    message but not the constraint's name, and that name is the shard's (the table's with
+    `_<shard id>` appended): so it is read from the message, and the suffix dropped (issue 27;
+    met on the loopback cluster: tests/domain/ledger/test_saving.py pins the parsing)."""
+    diag = getattr(error.__cause__, "diag", None)
+    name = getattr(diag, "constraint_name", "") or ""
+    if not name:
+        found = _CONSTRAINT_IN_MESSAGE.search(getattr(diag, "message_primary", "") or "")
+        name = _SHARD_SUFFIX.sub("", found.group(1)) if found else ""
+    return name

@@ -2,11 +2,12 @@
 
 Every shredding transaction announces the ids of the keys it deletes on its schema's
 revocation channel (`LedgerRecorder`, with `pg_notify` in the transaction: delivered at commit,
-never for a rollback). `RevocationListener` holds one connection of its own that LISTENs on
-it, in a daemon thread, and hands each note's ids to `revoked`. A note sent while nobody
-listened is not heard, so the listener calls `untrusted` before it listens (and whenever its
-connection is lost) and `trusted` once it listens again: the key store trusts no cached key
-meanwhile.
+never for a rollback), or `EVERY_KEY` when it deletes keys it does not name by id (a memory's
+and its candidates', a user's: every cached key is dropped). `RevocationListener` holds one
+connection of its own that LISTENs on it, in a daemon thread, and hands each note's ids to
+`revoked`. A note sent while nobody listened is not heard, so the listener calls `untrusted`
+before it listens (and whenever its connection is lost) and `trusted` once it listens again:
+the key store trusts no cached key meanwhile.
 """
 
 from __future__ import annotations
@@ -21,7 +22,11 @@ import psycopg
 from eventsourcing.postgres import PostgresDatastore
 from psycopg.sql import SQL, Identifier
 
-__all__ = ["Revocable", "RevocationListener", "parse_note"]
+__all__ = ["EVERY_KEY", "Revocable", "RevocationListener", "parse_note"]
+
+EVERY_KEY = "*"
+"""The note of a transaction that destroyed keys not named by id (a forgotten memory's and
+those of candidates about it, an erased user's): every cached key is dropped."""
 
 
 class Revocable(Protocol):
@@ -138,7 +143,12 @@ class RevocationListener:
             self._listening.set()
             while not self._stop.is_set():
                 for note in conn.notifies(timeout=1.0):
-                    self._revoked(parse_note(note.payload))
+                    if note.payload == EVERY_KEY:
+                        # Nothing cached is kept: as when the listener was not listening.
+                        self._untrusted()
+                        self._trusted()
+                    else:
+                        self._revoked(parse_note(note.payload))
                     if self._stop.is_set():
                         break
         self._listening.clear()

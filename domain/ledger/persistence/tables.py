@@ -15,6 +15,11 @@ is after an erase) cannot commit, whatever a process's cache holds, and destroyi
 deletes what was hashed under it. Rows written before these columns existed name no key (NULL:
 not checked). `NewDataKey`, `Claim` and `Fingerprint` are the rows
 a save inserts (pass them to `LedgerRecorder.insert_events`).
+
+Every row carries the ledger partition of its user (`partition`, issue 27): every primary key,
+unique constraint and foreign key starts with it, so that on Citus the tables are distributed
+by it, colocated with the events, and a user's save or forget touches one shard. The ledger's
+own key (owner "") lives in `LEDGER_PARTITION`.
 """
 
 from __future__ import annotations
@@ -26,15 +31,20 @@ from datetime import datetime
 from typing import Final
 from uuid import UUID
 
-from psycopg.sql import SQL, Composed, Identifier, Literal
+from psycopg.sql import SQL, Composable, Composed, Identifier, Literal
 
 __all__ = [
     "LAST_CREATED",
+    "LEDGER_PARTITION",
+    "SHAPES",
     "STALE_KEY_CONSTRAINTS",
     "Claim",
     "Fingerprint",
     "NewDataKey",
+    "Shape",
+    "constraint",
     "create_statements",
+    "index_statement",
     "key_check",
     "revocation_channel",
     "table",
@@ -43,15 +53,123 @@ __all__ = [
 DATA_KEYS = "memledger_data_keys"
 KEY_CLAIMS = "memledger_key_claims"
 FINGERPRINTS = "memledger_candidate_fingerprints"
-_CLAIM_KEY_FK: Final = "memledger_claim_hashed_under_fkey"
-_PRINT_KEY_FK: Final = "memledger_print_hashed_under_fkey"
+LEDGER_PARTITION: Final = 0
+"""The partition of the ledger's own key (owner ""): its partition cannot be the keyed hash of
+its owner, which is made under that very key."""
+_CLAIM_KEY_FK: Final = "memledger_claim_key_fkey"
+_PRINT_KEY_FK: Final = "memledger_print_key_fkey"
 STALE_KEY_CONSTRAINTS: Final = frozenset({_CLAIM_KEY_FK, _PRINT_KEY_FK})
 """The foreign keys a write violates when it hashed under a key that is no longer the live one."""
-LAST_CREATED = FINGERPRINTS + "_key_idx"
-"""What the last of `create_statements` creates: all of them commit in one transaction (the
-library's `create_table`), so a schema holding it holds everything they create. A statement
-added later goes last and names its own object here. (The recorder runs the partitions' DDL
-after these: it checks for their last object, persistence/partitions.py.)"""
+LAST_CREATED = FINGERPRINTS + "_hashed_idx"
+"""What the last of `create_statements` creates."""
+
+
+@dataclass(frozen=True, slots=True)
+class Shape:
+    """One write-side table as this release makes it: columns, named constraints, indexes.
+
+    `create_statements` makes a missing table from it; the upgrade of a table made by an
+    earlier release (persistence/rekey.py) adds the same constraints and indexes to it."""
+
+    name: str
+    columns: tuple[str, ...]
+    constraints: tuple[tuple[str, str], ...]
+    """(name, definition); a foreign key's referenced table is written `{keys}`."""
+    indexes: tuple[tuple[str, str], ...]
+    """(name, "UNIQUE"-or-"" + " (columns) [WHERE ...]")."""
+
+
+SHAPES: Final = (
+    Shape(
+        DATA_KEYS,
+        (
+            "partition int NOT NULL",
+            "key_id uuid NOT NULL",
+            "user_id text NOT NULL",
+            "kind text NOT NULL CHECK (kind IN ('memory', 'candidate', 'user'))",
+            "subject_memory_id uuid NULL",
+            "master_key_id text NOT NULL",
+            "wrapped bytea NOT NULL",
+            "created_at timestamptz NOT NULL DEFAULT now()",
+            "key_check bytea NULL",
+        ),
+        (
+            (DATA_KEYS + "_pk", "PRIMARY KEY (partition, key_id)"),
+            (DATA_KEYS + "_checked", "UNIQUE (partition, key_id, key_check)"),
+            # A candidate's key goes with the key of the memory it is about.
+            (
+                DATA_KEYS + "_about_fkey",
+                "FOREIGN KEY (partition, subject_memory_id) REFERENCES {keys} (partition, key_id)"
+                " ON DELETE CASCADE",
+            ),
+        ),
+        (
+            (DATA_KEYS + "_owner_idx", " (partition, user_id, kind)"),
+            (DATA_KEYS + "_about_idx", " (partition, subject_memory_id)"),
+        ),
+    ),
+    Shape(
+        KEY_CLAIMS,
+        (
+            "partition int NOT NULL",
+            "claim text NOT NULL",
+            "memory_id uuid NOT NULL",
+            "user_id text NOT NULL",
+            "key_id uuid NULL",
+            "key_check bytea NULL",
+        ),
+        (
+            (KEY_CLAIMS + "_pk", "PRIMARY KEY (partition, claim)"),
+            (KEY_CLAIMS + "_memory", "UNIQUE (partition, memory_id)"),
+            (
+                _CLAIM_KEY_FK,
+                "FOREIGN KEY (partition, key_id, key_check)"
+                " REFERENCES {keys} (partition, key_id, key_check) ON DELETE CASCADE",
+            ),
+        ),
+        (
+            (KEY_CLAIMS + "_owner_idx", " (partition, user_id)"),
+            # What a destroyed key's cascade finds the claims by.
+            (KEY_CLAIMS + "_hashed_idx", " (partition, key_id)"),
+        ),
+    ),
+    Shape(
+        FINGERPRINTS,
+        (
+            "partition int NOT NULL",
+            "candidate_id uuid NOT NULL",
+            "user_id text NOT NULL",
+            "fingerprint text NOT NULL",
+            "subject_memory_id uuid NULL",
+            "state text NOT NULL CHECK (state IN ('pending', 'rejected', 'closed'))",
+            "changed_at timestamptz NOT NULL",
+            "key_id uuid NULL",
+            "key_check bytea NULL",
+        ),
+        (
+            (FINGERPRINTS + "_pk", "PRIMARY KEY (partition, candidate_id)"),
+            (
+                _PRINT_KEY_FK,
+                "FOREIGN KEY (partition, key_id, key_check)"
+                " REFERENCES {keys} (partition, key_id, key_check) ON DELETE CASCADE",
+            ),
+        ),
+        (
+            (FINGERPRINTS + "_print_idx", " (partition, user_id, fingerprint)"),
+            # At most one pending candidate per proposal: concurrent repeats collide here.
+            (
+                FINGERPRINTS + "_pending_print_idx",
+                "UNIQUE (partition, user_id, fingerprint) WHERE state = 'pending'",
+            ),
+            # Decided prints go 30 days after their decision (`prune_prints_before`).
+            (
+                FINGERPRINTS + "_decided_at_idx",
+                " (partition, changed_at) WHERE state <> 'pending'",
+            ),
+            (LAST_CREATED, " (partition, key_id)"),
+        ),
+    ),
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,107 +234,40 @@ def table(schema: str, name: str) -> Composed:
 
 
 def create_statements(schema: str) -> list[Composed]:
-    """Idempotent DDL for the write-side tables."""
-    keys, claims, prints = (table(schema, n) for n in (DATA_KEYS, KEY_CLAIMS, FINGERPRINTS))
-    return [
-        SQL(
-            "CREATE TABLE IF NOT EXISTS {} ("
-            " key_id uuid PRIMARY KEY,"
-            " user_id text NOT NULL,"
-            " kind text NOT NULL CHECK (kind IN ('memory', 'candidate', 'user')),"
-            " subject_memory_id uuid NULL,"
-            " master_key_id text NOT NULL,"
-            " wrapped bytea NOT NULL,"
-            " created_at timestamptz NOT NULL DEFAULT now())"
-        ).format(keys),
-        SQL("CREATE INDEX IF NOT EXISTS {} ON {} (user_id, kind)").format(
-            Identifier(DATA_KEYS + "_user_idx"), keys
-        ),
-        SQL("CREATE INDEX IF NOT EXISTS {} ON {} (subject_memory_id)").format(
-            Identifier(DATA_KEYS + "_subject_idx"), keys
-        ),
-        # Added to tables made before it too; NOT VALID: rows already there are not checked.
-        SQL(
-            "DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_constraint WHERE conname = {0}"
-            " AND conrelid = (quote_ident({1}) || '.' || quote_ident({4}))::regclass)"
-            " THEN ALTER TABLE {2} ADD CONSTRAINT {3}"
-            " FOREIGN KEY (subject_memory_id) REFERENCES {2} (key_id) ON DELETE CASCADE"
-            " NOT VALID; END IF; END $$"
-        ).format(
-            Literal(DATA_KEYS + "_subject_fkey"),
-            Literal(schema),
-            keys,
-            Identifier(DATA_KEYS + "_subject_fkey"),
-            Literal(DATA_KEYS),
-        ),
-        SQL(
-            "CREATE TABLE IF NOT EXISTS {} ("
-            " claim text PRIMARY KEY,"
-            " memory_id uuid NOT NULL UNIQUE,"
-            " user_id text NOT NULL)"
-        ).format(claims),
-        SQL("CREATE INDEX IF NOT EXISTS {} ON {} (user_id)").format(
-            Identifier(KEY_CLAIMS + "_user_idx"), claims
-        ),
-        SQL(
-            "CREATE TABLE IF NOT EXISTS {} ("
-            " candidate_id uuid PRIMARY KEY,"
-            " user_id text NOT NULL,"
-            " fingerprint text NOT NULL,"
-            " subject_memory_id uuid NULL,"
-            " state text NOT NULL CHECK (state IN ('pending', 'rejected', 'closed')),"
-            " changed_at timestamptz NOT NULL)"
-        ).format(prints),
-        SQL("CREATE INDEX IF NOT EXISTS {} ON {} (user_id, fingerprint)").format(
-            Identifier(FINGERPRINTS + "_lookup_idx"), prints
-        ),
-        # At most one pending candidate per proposal: concurrent repeats collide here.
-        SQL(
-            "CREATE UNIQUE INDEX IF NOT EXISTS {} ON {} (user_id, fingerprint)"
-            " WHERE state = 'pending'"
-        ).format(Identifier(FINGERPRINTS + "_pending_idx"), prints),
-        # Decided prints go 30 days after their decision (`prune_prints_before`).
-        SQL("CREATE INDEX IF NOT EXISTS {} ON {} (changed_at) WHERE state <> 'pending'").format(
-            Identifier(FINGERPRINTS + "_decided_idx"), prints
-        ),
-        # Which key a row was hashed under (see the module's docstring). Added to tables made
-        # before too: nullable, so adding them rewrites nothing; the constraints NOT VALID.
-        SQL("ALTER TABLE {} ADD COLUMN IF NOT EXISTS key_check bytea NULL").format(keys),
-        SQL("CREATE UNIQUE INDEX IF NOT EXISTS {} ON {} (key_id, key_check)").format(
-            Identifier(DATA_KEYS + "_check_idx"), keys
-        ),
-        *_hashed_under(schema, claims, KEY_CLAIMS, _CLAIM_KEY_FK, keys),
-        *_hashed_under(schema, prints, FINGERPRINTS, _PRINT_KEY_FK, keys),
-        # The indexes a destroyed key's cascade finds the claims and fingerprints by; last.
-        SQL("CREATE INDEX IF NOT EXISTS {} ON {} (key_id)").format(
-            Identifier(KEY_CLAIMS + "_key_idx"), claims
-        ),
-        SQL("CREATE INDEX IF NOT EXISTS {} ON {} (key_id)").format(
-            Identifier(LAST_CREATED), prints
-        ),
-    ]
+    """Idempotent DDL for the write-side tables: each one missing is made with its constraints
+    and indexes (one DO block each). A table that exists is left as it is: one made by an
+    earlier release is brought to this shape by the upgrade (persistence/rekey.py)."""
+    return [_create(schema, shape) for shape in SHAPES]
 
 
-def _hashed_under(
-    schema: str, target: Composed, name: str, constraint: str, keys: Composed
-) -> list[Composed]:
-    """The key columns of a table of keyed hashes, and their foreign key to the live key."""
-    return [
-        SQL(
-            "ALTER TABLE {} ADD COLUMN IF NOT EXISTS key_id uuid NULL,"
-            " ADD COLUMN IF NOT EXISTS key_check bytea NULL"
-        ).format(target),
-        SQL(
-            "DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_constraint WHERE conname = {0}"
-            " AND conrelid = (quote_ident({1}) || '.' || quote_ident({2}))::regclass)"
-            " THEN ALTER TABLE {3} ADD CONSTRAINT {4} FOREIGN KEY (key_id, key_check)"
-            " REFERENCES {5} (key_id, key_check) ON DELETE CASCADE NOT VALID; END IF; END $$"
-        ).format(
-            Literal(constraint),
-            Literal(schema),
-            Literal(name),
-            target,
-            Identifier(constraint),
-            keys,
-        ),
+def _create(schema: str, shape: Shape) -> Composed:
+    target = table(schema, shape.name)
+    parts: list[Composable] = [SQL(c) for c in shape.columns]
+    parts += [
+        SQL("CONSTRAINT {} ").format(Identifier(name)) + constraint(schema, definition)
+        for name, definition in shape.constraints
     ]
+    indexes = [index_statement(target, name, definition) for name, definition in shape.indexes]
+    return SQL(
+        "DO $$ BEGIN IF to_regclass(quote_ident({}) || '.' || quote_ident({})) IS NULL"
+        " THEN CREATE TABLE {} ({}); {}; END IF; END $$"
+    ).format(
+        Literal(schema),
+        Literal(shape.name),
+        target,
+        SQL(", ").join(parts),
+        SQL("; ").join(indexes),
+    )
+
+
+def constraint(schema: str, definition: str) -> Composed:
+    """A constraint's definition, its referenced table (`{keys}`) qualified by the schema."""
+    return SQL(definition.replace("{keys}", "{}")).format(table(schema, DATA_KEYS))
+
+
+def index_statement(target: Composed, name: str, definition: str) -> Composed:
+    """CREATE [UNIQUE] INDEX IF NOT EXISTS of one of a `Shape`'s indexes."""
+    unique, _, rest = definition.partition(" ")
+    return SQL("CREATE {}INDEX IF NOT EXISTS {} ON {} {}").format(
+        SQL("UNIQUE " if unique == "UNIQUE" else ""), Identifier(name), target, SQL(rest)
+    )

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from eventsourcing.persistence import IntegrityError
 
 from api.bootstrap import postgres_env
 from api.settings import Settings
@@ -21,9 +22,15 @@ def new_memory(ledger: MemoryLedger, key: str) -> tuple[Memory, dict[str, Any]]:
         "alice", Scope.global_(), key, "I prefer examples first", "preference",
         "explicit", "user_api", None, None, None,
     )  # fmt: skip
-    # The store names each aggregate's partition (its user's) for the recorder, as here.
+    # The store names each aggregate's and each user's partition for the recorder, as here.
     partitions = {memory.id: ledger.partition("alice")}
-    return memory, {"new_keys": [new_key], "claims": [claim], "partitions": partitions}
+    users = {"alice": ledger.partition("alice")}
+    return memory, {
+        "new_keys": [new_key],
+        "claims": [claim],
+        "partitions": partitions,
+        "user_partitions": users,
+    }
 
 
 def stored(ledger: MemoryLedger, position: int) -> Any:
@@ -89,3 +96,30 @@ def test_with_an_aggregate_cache_the_librarys_save_runs_and_keeps_the_cache(
         cached.close()
     assert library_saves == [1, 1]
     assert ledger.get_memory("alice", memory_id).content == "fact two"
+
+
+def test_a_violation_reported_by_a_citus_worker_is_recognised_by_its_constraint() -> None:
+    """On Citus the coordinator passes on the worker's message, not the constraint's name, and
+    the name is the shard's (`_<shard id>` appended): a lost claim and a stale key are still
+    told apart (LedgerRecorder's `_constraint`)."""
+
+    class Diag:
+        constraint_name = None
+
+        def __init__(self, message: str) -> None:
+            self.message_primary = message
+
+    def error(message: str) -> IntegrityError:
+        cause = Exception()
+        cause.diag = Diag(message)  # type: ignore[attr-defined]
+        raised = IntegrityError(message)
+        raised.__cause__ = cause
+        return raised
+
+    lost = error('duplicate key value violates unique constraint "memledger_key_claims_pk_103074"')
+    stale = error(
+        'insert or update on table "memledger_key_claims_103090" violates foreign key'
+        ' constraint "memledger_claim_key_fkey_103090"'
+    )
+    assert recorder.lost_claim(lost) and not recorder.stale_key(lost)
+    assert recorder.stale_key(stale) and not recorder.lost_claim(stale)
