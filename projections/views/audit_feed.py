@@ -51,7 +51,7 @@ def page(
     # One statement per partition (sent together: `each`). It used to be one statement, a
     # LATERAL join of the partitions' marks with both tables: Citus refuses a correlated
     # subquery on distributed tables that is not joined on the distribution column
-    # (tests/citus/test_projection_statements.py), and each of these runs on one shard.
+    # (tests/citus/test_projection_statements.py); each of these runs on one shard.
     found = src.each(
         [
             (query, _params(p, pack(p, marks.get(p, 0)), user_id, memory_id, per_partition))
