@@ -277,6 +277,7 @@ def build_worker(
             settings.db_schema,
             all_projections(embeddings),
             lock_timeout=settings.lock_timeout,
+            partition_of=ledger.partition,
         )
     return ProjectionWorker(
         ledger, pool, settings.db_schema, main_projections(), status_pool=status_pool
@@ -301,7 +302,13 @@ def build_embedding_worker(
     pool = build_pool(settings, database_url, max_size=2)
     projections = [Embeddings(embeddings)]
     if ensure:
-        ensure_tables(pool, settings.db_schema, projections, lock_timeout=settings.lock_timeout)
+        ensure_tables(
+            pool,
+            settings.db_schema,
+            projections,
+            lock_timeout=settings.lock_timeout,
+            partition_of=ledger.partition,
+        )
     return ProjectionWorker(
         ledger,
         pool,

@@ -41,7 +41,10 @@ class Projection(ABC):
 
     @abstractmethod
     def apply(self, cur: Cursor[Any], t: Tables, batch: Sequence[Envelope]) -> None:
-        """Change the tables for these events (ascending positions, all not yet applied)."""
+        """Change the tables for these events (at least one, all of one ledger partition,
+        ascending positions, all not yet applied). Every row written carries that partition
+        (`batch[0].partition`), and every statement names it (projections/views/_rows.py
+        `PARTITION`)."""
 
     @property
     def partitionable(self) -> bool:

@@ -26,6 +26,7 @@ from psycopg import Connection, Cursor
 from psycopg.rows import dict_row
 from psycopg.sql import SQL, Composed
 
+from domain.ledger.positions import partition_of
 from projections.base import Projection
 from projections.envelope import Envelope
 from projections.failures import failure
@@ -73,7 +74,8 @@ def create_quarantine(t: Tables) -> list[Composed]:
             " error_class text NOT NULL,"
             " error_code text NULL,"
             " quarantined_at timestamptz NOT NULL DEFAULT now(),"
-            " PRIMARY KEY (projection, position))"
+            " partition int NOT NULL,"
+            " PRIMARY KEY (partition, projection, position))"
         ).format(t[QUARANTINE])
     ]
 
@@ -147,8 +149,9 @@ def _record(
     cur.execute(
         SQL(
             "INSERT INTO {} (projection, position, originator_id, version, topic, error_class,"
-            " error_code) VALUES (%s, %s, %s, %s, %s, %s, %s)"
-            " ON CONFLICT (projection, position) DO UPDATE SET error_class = EXCLUDED.error_class,"
+            " error_code, partition) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)"
+            " ON CONFLICT (partition, projection, position)"
+            " DO UPDATE SET error_class = EXCLUDED.error_class,"
             " error_code = EXCLUDED.error_code, quarantined_at = now()"
         ).format(t[QUARANTINE]),
         (
@@ -159,6 +162,7 @@ def _record(
             envelope.topic,
             type(error).__name__,
             code,
+            envelope.partition,
         ),
     )
 
@@ -170,14 +174,18 @@ def quarantined(
     position: int | None = None,
 ) -> list[Quarantined]:
     """The quarantined events (of these projections, at this position), in ledger order."""
+    names = list(projections)
+    where = [SQL("(cardinality(%s::text[]) = 0 OR projection = ANY(%s))")]
+    params: list[Any] = [names, names]
+    if position is not None:  # one partition's
+        where.append(SQL("partition = %s AND position = %s"))
+        params += [partition_of(position), position]
     query = SQL(
         "SELECT projection, position, originator_id, version, topic, error_class, error_code,"
-        " quarantined_at FROM {} WHERE (cardinality(%s::text[]) = 0 OR projection = ANY(%s))"
-        " AND (%s::bigint IS NULL OR position = %s) ORDER BY position, projection"
-    ).format(t[QUARANTINE])
-    names = list(projections)
+        " quarantined_at FROM {} WHERE {} ORDER BY position, projection"
+    ).format(t[QUARANTINE], SQL(" AND ").join(where))
     with conn.cursor(row_factory=dict_row) as cur:
-        rows = cur.execute(query, (names, names, position, position)).fetchall()
+        rows = cur.execute(query, params).fetchall()
     return [Quarantined(**row) for row in rows]
 
 
@@ -192,7 +200,9 @@ def quarantine_counts(conn: Connection[Any], t: Tables) -> dict[str, int]:
 def copy_quarantine(conn: Connection[Any], fresh: Tables, live: Tables, name: str) -> int:
     """Replace the live quarantine of projection `name` with a rebuild's; returns how many
     entries differed (ignoring when each was recorded)."""
-    columns = SQL("projection, position, originator_id, version, topic, error_class, error_code")
+    columns = SQL(
+        "projection, position, originator_id, version, topic, error_class, error_code, partition"
+    )
     differed = conn.execute(
         SQL(
             "SELECT (SELECT count(*) FROM (SELECT {c} FROM {a} WHERE projection = %s"
@@ -204,8 +214,8 @@ def copy_quarantine(conn: Connection[Any], fresh: Tables, live: Tables, name: st
     ).fetchone()
     conn.execute(SQL("DELETE FROM {} WHERE projection = %s").format(live[QUARANTINE]), (name,))
     conn.execute(
-        SQL("INSERT INTO {} SELECT * FROM {} WHERE projection = %s").format(
-            live[QUARANTINE], fresh[QUARANTINE]
+        SQL("INSERT INTO {0} ({1}) SELECT {1} FROM {2} WHERE projection = %s").format(
+            live[QUARANTINE], columns, fresh[QUARANTINE]
         ),
         (name,),
     )

@@ -1,4 +1,5 @@
-"""The API's one way to read the views: `Reads(pool, schema).memory(user_id, memory_id)`, ...
+"""The API's one way to read the views: `Reads(pool, schema, ledger.partition).memory(user_id,
+memory_id)`, ...
 
 Each method is one query function of the view that owns the table (projections/views/*.py).
 Memories, versions and candidates come back typed (`MemoryRow`, `VersionRow`: projections/
@@ -44,13 +45,17 @@ class Reads:
         self,
         pool: ConnectionPool[Any],
         schema: str,
-        partition_of: Callable[[str], int] | None = None,
+        partition_of: Callable[[str], int],
     ) -> None:
         self.pool = pool
         self.t = Tables(schema)
         self.partition_of = partition_of
-        """The ledger partition of a user (`MemoryLedger.partition`), where a read needs the
-        projections' positions of the user's partition alone; None: every partition counts."""
+        """The ledger partition of a user (`MemoryLedger.partition`): every read of a user's
+        rows names it (`partition = %s`: on Citus, the shard holding them)."""
+
+    def partition(self, user_id: str) -> int:
+        """The ledger partition of the user (the `partition` of all their rows)."""
+        return self.partition_of(user_id)
 
     def all(
         self, query: Composed, params: Sequence[Any] | Mapping[str, Any]
@@ -60,6 +65,22 @@ class Reads:
             cur.execute(query, params)
             rows: list[dict[str, Any]] = cur.fetchall()
             return rows
+
+    def each(
+        self, statements: Sequence[tuple[Composed, Sequence[Any] | Mapping[str, Any]]]
+    ) -> list[list[dict[str, Any]]]:
+        """Every row of each (query, params) as dicts, one list per statement: sent together
+        on one connection (one round trip), each answered on its own (on Citus, each
+        statement of one partition runs on the one node holding it)."""
+        if not statements:
+            return []
+        with self.pool.connection() as conn, conn.pipeline():
+            cursors = []
+            for query, params in statements:
+                cur = conn.cursor(row_factory=dict_row)
+                cur.execute(query, params)
+                cursors.append(cur)
+            return [cur.fetchall() for cur in cursors]
 
     def memory(self, user_id: str, memory_id: UUID) -> MemoryRow | None:
         """One live memory of the user, or None."""

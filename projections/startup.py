@@ -19,7 +19,7 @@ Then the tables a killed rebuild left behind are dropped (projections/rebuild/le
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import psycopg
@@ -27,7 +27,7 @@ from psycopg import Connection
 from psycopg.sql import SQL, Composed
 from psycopg_pool import ConnectionPool
 
-from projections import layout, upgrade
+from projections import layout, repartition, upgrade
 from projections.base import Projection
 from projections.quarantine import create_quarantine
 from projections.rebuild.leftovers import drop_leftovers
@@ -50,6 +50,7 @@ def ensure_tables(
     projections: Sequence[Projection],
     *,
     lock_timeout: float = 5.0,
+    partition_of: Callable[[str], int] | None = None,
 ) -> list[str]:
     """Create the live tables of every projection, the tracking and quarantine tables, if
     missing; the tables of a projection an older release laid out otherwise are dropped and
@@ -60,6 +61,10 @@ def ensure_tables(
     table's lock while waiting for another's, which a running worker's batch (a rolling
     restart) could hold the other way round. The statements are idempotent; a session-level
     advisory lock keeps two starting processes from interleaving them.
+
+    The tables of the release before partitioned views get their `partition` column and
+    key in place (projections/repartition.py): `partition_of` is the ledger's partition of a
+    user (`MemoryLedger.partition`), needed when such tables hold rows.
 
     Returns the projections whose rows' positions the upgrade from the release before
     partitions rewrote ([] but at that first start: projections/upgrade.py).
@@ -76,6 +81,14 @@ def ensure_tables(
             # Tracked before the ledger had partitions: translated, once (projections/upgrade.py).
             again: list[str] = []
             _needed(conn, lock_timeout, "upgrade", lambda: again.extend(upgrade.translate(conn, t)))
+            # Views of the release before partitioned views: given their partition, in place.
+            logical = repartition.logical_tables(n for p in projections for n in p.tables)
+            _needed(
+                conn,
+                lock_timeout,
+                "partitions",
+                lambda: repartition.add_partitions(conn, t, logical, partition_of),
+            )
             older = layout.stale(conn, projections, t)
             if older:  # laid out by an older release: projected again from the log
                 names = ", ".join(p.name for p in older)

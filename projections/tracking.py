@@ -79,7 +79,7 @@ def create_tracking(t: Tables) -> list[Composed]:
             " partition int NOT NULL,"
             " position bigint NOT NULL,"
             " updated_at timestamptz NOT NULL DEFAULT now(),"
-            " PRIMARY KEY (projection, partition))"
+            " PRIMARY KEY (partition, projection))"
         ).format(t[TRACKING])
     ]
 

@@ -208,32 +208,18 @@ class RevisionSnapshot:
 
 def read_revision(reads: Reads, user_id: str) -> RevisionSnapshot:
     """One statement (one snapshot): the user's revision and both projections' positions in
-    the user's ledger partition. Without a way to tell the partition (`reads.partition_of`),
-    every partition counts: it may serve (store) only if it may in every partition."""
+    the user's ledger partition."""
     t = reads.t
-    if reads.partition_of is not None:
-        query = SQL(
-            "SELECT (SELECT revision FROM {r} WHERE user_id = %s),"
-            " (SELECT position FROM {p} WHERE projection = 'user_revisions' AND partition = %s),"
-            " (SELECT position FROM {p} WHERE projection = 'active_memories' AND partition = %s)"
-        ).format(r=t["user_revisions"], p=t[TRACKING])
-        partition = reads.partition_of(user_id)
-        with reads.pool.connection() as conn:
-            row = conn.execute(query, (user_id, partition, partition)).fetchone()
-        assert row is not None
-        return RevisionSnapshot.at(int(row[0] or 0), int(row[1] or 0), int(row[2] or 0))
     query = SQL(
-        "SELECT (SELECT revision FROM {r} WHERE user_id = %s),"
-        " coalesce(bool_and(coalesce(r.position, 0) >= coalesce(m.position, 0)), true),"
-        " coalesce(bool_and(coalesce(m.position, 0) >= coalesce(r.position, 0)), true)"
-        " FROM (SELECT partition, position FROM {p} WHERE projection = 'user_revisions') r"
-        " FULL JOIN (SELECT partition, position FROM {p}"
-        " WHERE projection = 'active_memories') m USING (partition)"
+        "SELECT (SELECT revision FROM {r} WHERE partition = %s AND user_id = %s),"
+        " (SELECT position FROM {p} WHERE partition = %s AND projection = 'user_revisions'),"
+        " (SELECT position FROM {p} WHERE partition = %s AND projection = 'active_memories')"
     ).format(r=t["user_revisions"], p=t[TRACKING])
+    partition = reads.partition(user_id)
     with reads.pool.connection() as conn:
-        row = conn.execute(query, (user_id,)).fetchone()
+        row = conn.execute(query, (partition, user_id, partition, partition)).fetchone()
     assert row is not None
-    return RevisionSnapshot(int(row[0] or 0), bool(row[1]), bool(row[2]))
+    return RevisionSnapshot.at(int(row[0] or 0), int(row[1] or 0), int(row[2] or 0))
 
 
 def fresh_until(

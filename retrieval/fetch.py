@@ -114,7 +114,15 @@ def fetch_rows(
         return []
     with reads.pool.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
         return _fetch(
-            cur, _table(reads.t.schema), reads.t.seal, user_id, scopes, query, now, category, limit
+            cur,
+            _table(reads.t.schema),
+            reads.t.seal,
+            (user_id, reads.partition(user_id)),
+            scopes,
+            query,
+            now,
+            category,
+            limit,
         )
 
 
@@ -141,18 +149,20 @@ def _fetch(
     cur: Cursor[dict[str, Any]],
     table: str,
     seal: RowSeal,
-    user_id: str,
+    user: tuple[str, int],
     scopes: Sequence[Scope],
     q: Query,
     now: datetime,
     category: str | None,
     limit: int,
 ) -> list[dict[str, Any]]:
+    user_id, partition = user
     wanted = max(1, min(limit, MAX_LIMIT))
     hashed = term_hashes(seal, user_id)
     phrase_terms = _phrase_terms(q)
     params: dict[str, Any] = {
         "user": user_id,
+        "partition": partition,
         "now": now,
         "category": category,
         "key_hash": seal.user_hash(user_id, "key", q.memory_key) if q.memory_key else None,

@@ -3,8 +3,8 @@
 A `Statements` renders, once per query shape (term weights, key or not, scopes, category
 filter), the statements the fetch runs; their parameters are named:
 
-- %(user)s, %(now)s, %(category)s, %(key_hash)s (of the query read as a memory key), %(named)s:
-  as the names say;
+- %(user)s, %(partition)s (the user's ledger partition), %(now)s, %(category)s,
+  %(key_hash)s (of the query read as a memory key), %(named)s: as the names say;
 - %(all)s, %(phrase_terms)s: the keyed hashes of the query terms and phrase terms (int8[]);
 - %(p<i>)s / %(t<i>)s: query term i's hash (for terms / key_terms);
 - %(s<i>)s, %(w<i>)s: visible scope i;
@@ -73,12 +73,17 @@ class Statements:
         # Terms are hashed under the user's key, so a GIN lookup meets only the user's rows;
         # written plainly, the user check makes the planner AND the GIN bitmap with all the
         # user's btree entries.
-        self.live = SQL("user_id = %(user)s{}").format(live)
-        self.live_by_terms = SQL("user_id || '' = %(user)s{}").format(live)
+        # Every reference to the table names the user's partition (on Citus, the one shard
+        # holding the user: the statement, subqueries and all, runs there).
+        self.live = SQL("partition = %(partition)s AND user_id = %(user)s{}").format(live)
+        self.live_by_terms = SQL("partition = %(partition)s AND user_id || '' = %(user)s{}").format(
+            live
+        )
         # Checked on returned rows only, once per statement (each EXISTS costs planning time).
         self.hidden = SQL(
             "b.scope_type = 'global' AND EXISTS (SELECT 1 FROM {} w"
-            " WHERE w.user_id = %(user)s AND w.key_hash = b.key_hash"
+            " WHERE w.partition = %(partition)s AND w.user_id = %(user)s"
+            " AND w.key_hash = b.key_hash"
             " AND w.scope_type = 'workspace' AND w.status = 'active'"
             " AND (w.expires_at IS NULL OR w.expires_at > %(now)s) AND ({}))"
         ).format(self.table, _in_scope("w.", scopes))

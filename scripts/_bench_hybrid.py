@@ -133,7 +133,8 @@ class HybridBench:
 
     def _copy(self, cur: Any, t: Tables, rows: list[tuple[Any, ...]], model: str | None) -> None:
         statement = sql.SQL(
-            "COPY {} (memory_id, user_id, memory_key, revision, model, vector, hubness) FROM STDIN"
+            "COPY {} (memory_id, user_id, memory_key, revision, model, vector, hubness, partition)"
+            " FROM STDIN"
         ).format(t["embeddings"])
         seal = t.seal
         with cur.copy(statement) as copy:
@@ -141,15 +142,18 @@ class HybridBench:
                 sealed_key = seal.seal(EMBEDDINGS, memory_id, memory_id, "memory_key", key)
                 sealed = seal.seal_bytes(EMBEDDINGS, memory_id, memory_id, "vector", vector)
                 hub = seal.seal_bytes(EMBEDDINGS, memory_id, memory_id, "hubness", hubness)
-                copy.write_row((memory_id, self.user, sealed_key, revision, model, sealed, hub))
+                partition = self.reads.partition(self.user)
+                copy.write_row(
+                    (memory_id, self.user, sealed_key, revision, model, sealed, hub, partition)
+                )
 
     def _touch(self) -> None:
         statement = sql.SQL(
-            "INSERT INTO {} (user_id, stamp) VALUES (%s, gen_random_uuid())"
-            " ON CONFLICT (user_id) DO UPDATE SET stamp = EXCLUDED.stamp"
+            "INSERT INTO {} (user_id, stamp, partition) VALUES (%s, gen_random_uuid(), %s)"
+            " ON CONFLICT (partition, user_id) DO UPDATE SET stamp = EXCLUDED.stamp"
         ).format(Tables(self.reads.t.schema)[STAMPS])
         with self.reads.pool.connection() as conn:
-            conn.execute(statement, (self.user,))
+            conn.execute(statement, (self.user, self.reads.partition(self.user)))
 
     def _run(self, engine: MemorySearch, query: str) -> list[UUID]:
         found = engine(self.reads, self.user, self.workspace, query, now=self.now)

@@ -798,7 +798,8 @@ def live_lag(
     """Commit-to-visible lag of single memory creates, with the worker running in-process."""
     user, timeout = "bench-lag-user", 10.0
     active = Tables(schema)["active_memories"]
-    query = sql.SQL("SELECT 1 FROM {} WHERE memory_id = %s").format(active)
+    query = sql.SQL("SELECT 1 FROM {} WHERE partition = %s AND memory_id = %s").format(active)
+    partition = ledger.partition(user)
     serial, run = itertools.count(), uuid.uuid4().hex[:8]  # keys unique across reuses
 
     def write() -> tuple[Any, float]:
@@ -826,7 +827,7 @@ def live_lag(
             for _ in range(writes):
                 outcome, committed = write()
                 memory_id = outcome.memory.memory_id
-                while probe.execute(query, (memory_id,), prepare=True).fetchone() is None:
+                while probe.execute(query, (partition, memory_id), prepare=True).fetchone() is None:
                     if time.perf_counter() - committed > timeout:
                         timeouts += 1
                         break

@@ -147,6 +147,15 @@ LANGUAGES = (
 # fmt: on
 
 
+BENCH_PARTITION = 0
+"""The ledger partition of every synthetic row: the bench writes no ledger."""
+
+
+def bench_partition(user_id: str) -> int:
+    """Every synthetic user's partition (`Reads`' partition of a user)."""
+    return BENCH_PARTITION
+
+
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--database-url", default=os.environ.get("MEMLEDGER_DATABASE_URL"))
@@ -284,8 +293,11 @@ def fill(
     """
     rng = random.Random(args.seed)
     columns = ("memory_id", *COLUMNS, *(("terms",) if args.prototype else ()))
-    names = sql.SQL(", ").join(sql.Identifier(c) for c in columns)
-    term_names = sql.SQL(", ").join(sql.Identifier(c) for c in ("memory_id", *TERM_COLUMNS))
+    # Every synthetic row in partition 0 (BENCH_PARTITION: the bench's reads say so too).
+    names = sql.SQL(", ").join(sql.Identifier(c) for c in (*columns, "partition"))
+    term_names = sql.SQL(", ").join(
+        sql.Identifier(c) for c in ("memory_id", *TERM_COLUMNS, "partition")
+    )
     mine: list[uuid.UUID] = []
     keys: list[str] = []
     began = time.perf_counter()
@@ -310,9 +322,11 @@ def fill(
                 if values["user_id"] == USER:
                     mine.append(values["memory_id"])
                     keys.append(values["clear_key"])
-                copy.write_row(tuple(values[c] for c in columns))
+                copy.write_row((*(values[c] for c in columns), BENCH_PARTITION))
                 terms = values["search_terms_row"]
-                copy2.write_row(tuple(terms[c] for c in ("memory_id", *TERM_COLUMNS)))
+                copy2.write_row(
+                    (*(terms[c] for c in ("memory_id", *TERM_COLUMNS)), BENCH_PARTITION)
+                )
                 if n and n % 200_000 == 0:
                     say(f"  {n:,} rows")
         say(f"copied in {time.perf_counter() - began:.1f}s; indexing search_terms")
@@ -323,10 +337,10 @@ def fill(
         cur.execute(sql.SQL("ANALYZE {}").format(t["active_memories"]))
         cur.execute(sql.SQL("ANALYZE {}").format(t["search_terms"]))
         cur.execute(
-            sql.SQL("INSERT INTO {} (user_id, revision) VALUES (%s, 1)").format(
+            sql.SQL("INSERT INTO {} (user_id, revision, partition) VALUES (%s, 1, %s)").format(
                 t["user_revisions"]
             ),
-            (USER,),
+            (USER, BENCH_PARTITION),
         )
         for projection in ("active_memories", "user_revisions", "search_terms"):
             cur.execute(
@@ -435,7 +449,7 @@ def bench(url: str, schema: str, args: argparse.Namespace) -> dict[str, Any]:
         register(schema, BenchKeys(args.seed))
         t = Tables(schema)
         mine, keys = fill(pool, t, args)
-        reads = Reads(pool, schema)
+        reads = Reads(pool, schema, bench_partition)
         asked = queries(args, keys)
         rng = random.Random(args.seed + 2)
         off = engine_of(reads)
@@ -632,7 +646,7 @@ class Prototype:
 
     def facts(self) -> dict[str, Any]:
         """Candidate counts, and how many answers equal the exact and the current ones."""
-        reads = Reads(self.pool, self.schema)
+        reads = Reads(self.pool, self.schema, bench_partition)
         exact = old_search(reads, 10**9)
         tool = old_search(reads)
 

@@ -709,13 +709,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                 url, min_size=1, max_size=4, kwargs={"autocommit": True}, open=True
             )
             stack.callback(pool.close)
-            ensure_tables(pool, schema, all_projections())
+            ensure_tables(pool, schema, all_projections(), partition_of=ledger.partition)
             worker = ProjectionWorker(ledger, pool, schema, all_projections(embeddings))
             worker.start()
             stack.callback(worker.stop)
             services = Services(
                 ledger=ledger,
-                reads=Reads(pool, schema),
+                reads=Reads(pool, schema, ledger.partition),
                 metrics=Metrics(),
                 jwt_secret=secrets.token_urlsafe(32),
                 worker=worker,

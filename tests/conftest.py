@@ -173,7 +173,7 @@ def make_worker(
         )
         pools.append(pool)
         chosen = projections or all_projections()
-        ensure_tables(pool, pg_schema, all_projections())
+        ensure_tables(pool, pg_schema, all_projections(), partition_of=ledger.partition)
         worker = ProjectionWorker(ledger, pool, pg_schema, chosen, **options)
         workers.append(worker)
         return worker

@@ -112,7 +112,11 @@ def migrate_partitions_command() -> None:
         pool = build_pool(settings, resolve_database_url(settings))
         try:
             again = ensure_tables(
-                pool, settings.db_schema, all_projections(), lock_timeout=settings.lock_timeout
+                pool,
+                settings.db_schema,
+                all_projections(),
+                lock_timeout=settings.lock_timeout,
+                partition_of=ledger.partition,
             )
         finally:
             pool.close()

@@ -321,7 +321,7 @@ def _refuse_to_drop_vectors(
 
     if embeddings is not None and embeddings.warm_up():
         return
-    stored = stored_vectors(Reads(worker.pool, settings.db_schema))
+    stored = stored_vectors(Reads(worker.pool, settings.db_schema, ledger.partition))
     if not stored:
         return
     worker.pool.close()

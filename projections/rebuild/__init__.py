@@ -33,6 +33,7 @@ from psycopg_pool import ConnectionPool
 from domain.ledger.ledger import MemoryLedger
 from projections.base import Projection
 from projections.quarantine import QUARANTINE, copy_quarantine, create_quarantine
+from projections.rebuild.distributed import distribute_like_live
 from projections.rebuild.lanes import (
     Fill,
     apply,
@@ -203,6 +204,7 @@ def _rebuild(
         with conn.transaction():  # where both runs set aside what they cannot apply
             for statement in [*create_quarantine(live), *create_quarantine(fresh)]:
                 conn.execute(statement)
+            distribute_like_live(conn, live, fresh, [QUARANTINE])
         try:
             head = heads(ledger)
             fill = Fill(projections, fresh, head, batch_size)

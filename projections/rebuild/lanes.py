@@ -25,6 +25,7 @@ from projections.base import Projection
 from projections.envelope import Envelope
 from projections.failures import failure
 from projections.quarantine import apply_isolated
+from projections.rebuild.distributed import distribute_like_live
 from projections.rebuild.reading import AHEAD, Read, ReadAhead, spans
 from projections.tracking import Tables
 
@@ -199,6 +200,9 @@ def deferred_indexes(
                     deferred.setdefault(projection.name, []).append(statement)
                 else:
                     conn.execute(statement)
+        # On Citus: distributed like the live tables, else the swap would make them local.
+        logical = [name for projection in projections for name in projection.tables]
+        distribute_like_live(conn, Tables(t.schema), t, logical)
     return deferred
 
 

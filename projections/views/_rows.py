@@ -17,6 +17,7 @@ from psycopg.sql import SQL, Composed, Identifier
 from projections.tracking import Tables
 
 __all__ = [
+    "PARTITION",
     "Column",
     "ReadSource",
     "RowChanges",
@@ -41,12 +42,22 @@ class Column:
     nullable: bool = False
 
 
+PARTITION = Column("partition", "int4")
+"""The ledger partition of a row's user (issue 27): the last column of every view table, the
+first of its primary key and unique indexes, and in the WHERE of every statement on one
+user's, one memory's or one partition's rows (on Citus, the distribution column: such a
+statement runs on the one node holding the partition). Last, because a table made by the
+release before it gains the column by ADD COLUMN (projections/repartition.py), and a rebuild
+compares tables column by column."""
+
+
 @dataclass(frozen=True)
 class TableLayout:
     """A view table's columns, declared once for its CREATE TABLE, its binary COPY and its reads.
 
-    `key` is the primary key, `columns` the others in table order (a rebuild compares tables
-    by position). `names` and `types` are what `RowChanges` needs: `changes` builds one.
+    `key` is the row's key within its partition, `columns` the others in table order (a
+    rebuild compares tables by position), then `partition` (PARTITION); the primary key is
+    (partition, key). `names` and `types` are what `RowChanges` needs: `changes` builds one.
     """
 
     key: Column
@@ -63,20 +74,21 @@ class TableLayout:
         return {c.name: c.type for c in (self.key, *self.columns)}
 
     def create(self, table: Composed) -> Composed:
-        """CREATE TABLE IF NOT EXISTS with `key` as its primary key, then the columns in order."""
-        key = self.key
-        parts = [SQL("{} {} PRIMARY KEY").format(Identifier(key.name), SQL(key.type))]
-        parts += [
+        """CREATE TABLE IF NOT EXISTS: `key`, the columns in order, `partition`; the primary
+        key (partition, key)."""
+        parts = [
             SQL("{} {} {}").format(
                 Identifier(c.name), SQL(c.type), SQL("NULL" if c.nullable else "NOT NULL")
             )
-            for c in self.columns
+            for c in (self.key, *self.columns, PARTITION)
         ]
+        parts.append(SQL("PRIMARY KEY (partition, {})").format(Identifier(self.key.name)))
         return SQL("CREATE TABLE IF NOT EXISTS {} ({})").format(table, SQL(", ").join(parts))
 
-    def changes(self, table: Composed) -> RowChanges:
-        """An empty `RowChanges` of `table` (laid out like this), keyed by `key`."""
-        return RowChanges(table, self.key.name, self.names, self.types)
+    def changes(self, table: Composed, partition: int) -> RowChanges:
+        """An empty `RowChanges` of `table` (laid out like this) in one partition, keyed by
+        `key`."""
+        return RowChanges(table, self.key.name, self.names, self.types, partition)
 
 
 def copy_rows(
@@ -108,8 +120,10 @@ def update_rows(
     names: Sequence[str],
     types: Mapping[str, str],
     rows: Sequence[Sequence[Any]],
+    partition: int,
 ) -> None:
-    """Set columns `names` of existing rows, in one statement: rows are (key, *values).
+    """Set columns `names` of existing rows of one partition, in one statement: rows are
+    (key, *values).
 
     An array column (type `text[]` or `int8[]`) is sent as one array literal per row and cast on
     the server: `unnest` of an array of arrays would flatten it.
@@ -129,7 +143,9 @@ def update_rows(
             sent.append(SQL("%b::" + kind + "[]"))
             values.append(SQL("v.{}").format(Identifier(name)))
     cur.execute(
-        SQL("UPDATE {} AS t SET {} FROM unnest({}) AS v({}) WHERE t.{} = v.{}").format(
+        SQL(
+            "UPDATE {} AS t SET {} FROM unnest({}) AS v({}) WHERE t.partition = %s AND t.{} = v.{}"
+        ).format(
             table,
             SQL(", ").join(
                 SQL("{} = {}").format(Identifier(c), value)
@@ -140,7 +156,7 @@ def update_rows(
             Identifier(key),
             Identifier(key),
         ),
-        arrays,
+        [*arrays, partition],
     )
 
 
@@ -158,7 +174,8 @@ def array_literal(items: Sequence[str] | Sequence[int]) -> str:
 
 
 class RowChanges:
-    """What a batch does to one table keyed by a uuid column, in the order SQL must do it.
+    """What a batch does to the rows of one partition of a table keyed by (partition, a uuid
+    column), in the order SQL must do it.
 
     A row created in this batch is kept whole in memory and later events change it there; an
     older row collects column updates; a deletion drops both. `flush` then writes one
@@ -170,9 +187,15 @@ class RowChanges:
     """
 
     def __init__(
-        self, table: Composed, key: str, columns: Sequence[str], types: Mapping[str, str]
+        self,
+        table: Composed,
+        key: str,
+        columns: Sequence[str],
+        types: Mapping[str, str],
+        partition: int,
     ) -> None:
         self.table = table
+        self.partition = partition
         self.key = key
         self.columns = list(columns)
         self.types = types
@@ -210,26 +233,29 @@ class RowChanges:
 
     def flush(self, cur: Cursor[Any]) -> None:
         """Write the batch's changes: deletes, new rows, grouped column updates."""
+        partition = self.partition
         if self.deleted:
             cur.execute(
-                SQL("DELETE FROM {} WHERE {} = ANY(%s)").format(self.table, Identifier(self.key)),
-                (list(self.deleted),),
+                SQL("DELETE FROM {} WHERE partition = %s AND {} = ANY(%s)").format(
+                    self.table, Identifier(self.key)
+                ),
+                (partition, list(self.deleted)),
             )
         if self.new:
             columns = self.columns
             copy_rows(
                 cur,
                 self.table,
-                [self.key, *columns],
-                [self.types[c] for c in (self.key, *columns)],
-                ([key, *map(row.__getitem__, columns)] for key, row in self.new.items()),
+                [self.key, *columns, PARTITION.name],
+                [*(self.types[c] for c in (self.key, *columns)), PARTITION.type],
+                ([key, *map(row.__getitem__, columns), partition] for key, row in self.new.items()),
             )
         groups: dict[tuple[str, ...], list[tuple[Any, ...]]] = {}
         for key, values in self.updates.items():
             names = tuple(sorted(values))
             groups.setdefault(names, []).append((key, *map(values.__getitem__, names)))
         for names, rows in groups.items():
-            update_rows(cur, self.table, self.key, names, self.types, rows)
+            update_rows(cur, self.table, self.key, names, self.types, rows, partition)
 
 
 class ReadSource(Protocol):
@@ -240,8 +266,18 @@ class ReadSource(Protocol):
 
     t: Tables
 
+    def partition(self, user_id: str) -> int:
+        """The ledger partition of the user (the `partition` of all their rows)."""
+        ...
+
     def all(
         self, query: Composed, params: Sequence[Any] | Mapping[str, Any]
     ) -> list[dict[str, Any]]:
         """Every row of `query` as a dict."""
+        ...
+
+    def each(
+        self, statements: Sequence[tuple[Composed, Sequence[Any] | Mapping[str, Any]]]
+    ) -> list[list[dict[str, Any]]]:
+        """Every row of each (query, params) as dicts, one list per statement."""
         ...

@@ -61,7 +61,7 @@ class ActiveMemories(Projection):
         ]
 
     def apply(self, cur: Cursor[Any], t: Tables, batch: Sequence[Envelope]) -> None:
-        rows = TABLE.changes(t["active_memories"])
+        rows = TABLE.changes(t["active_memories"], batch[0].partition)
         fold_memory_events(rows, batch, track_position=True)
         seal_memory_rows(rows, "active_memories", t.seal)
         rows.flush(cur)
@@ -102,10 +102,10 @@ def memory(src: ReadSource, user_id: str, memory_id: UUID) -> MemoryRow | None:
     """One live memory of the user, or None."""
     rows = _all(
         src,
-        SQL("SELECT {} FROM {} WHERE memory_id = %s AND user_id = %s").format(
+        SQL("SELECT {} FROM {} WHERE partition = %s AND memory_id = %s AND user_id = %s").format(
             _MEMORY, src.t["active_memories"]
         ),
-        (memory_id, user_id),
+        (src.partition(user_id), memory_id, user_id),
     )
     return rows[0] if rows else None
 
@@ -128,8 +128,8 @@ _FILTERS = ("scope_type", "workspace_type", "status", "category")
 
 def memories(src: ReadSource, user_id: str, **query: Unpack[PageQuery]) -> Page:
     """The user's live memories, oldest first, keyset-paginated."""
-    where = [SQL("user_id = %s")]
-    params: list[Any] = [user_id]
+    where = [SQL("partition = %s AND user_id = %s")]
+    params: list[Any] = [src.partition(user_id), user_id]
     for column in _FILTERS:
         value = query.get(column)
         if value is not None:
@@ -182,11 +182,12 @@ def retrievable_memories(
     return _all(
         src,
         SQL(
-            "SELECT {} FROM {} WHERE user_id = %s AND status = 'active'"
+            "SELECT {} FROM {} WHERE partition = %s AND user_id = %s AND status = 'active'"
             " AND (expires_at IS NULL OR expires_at > %s) AND ({})"
             " ORDER BY updated_at DESC, memory_id LIMIT %s"
         ).format(_MEMORY, src.t["active_memories"], in_scope),
         (
+            src.partition(user_id),
             user_id,
             now,
             *(v for s in scopes for v in (s.scope_type, s.workspace_type)),
@@ -200,11 +201,12 @@ def memory_by_key(src: ReadSource, user_id: str, scope: Scope, memory_key: str) 
     rows = _all(
         src,
         SQL(
-            "SELECT {} FROM {} WHERE user_id = %s AND scope_type = %s"
+            "SELECT {} FROM {} WHERE partition = %s AND user_id = %s AND scope_type = %s"
             " AND workspace_type IS NOT DISTINCT FROM %s AND key_hash = %s"
             " ORDER BY memory_id"
         ).format(_MEMORY, src.t["active_memories"]),
         (
+            src.partition(user_id),
             user_id,
             scope.scope_type,
             scope.workspace_type,
@@ -222,8 +224,8 @@ def memories_by_id(src: ReadSource, user_id: str, memory_ids: Sequence[UUID]) ->
         return []
     return _all(
         src,
-        SQL("SELECT {} FROM {} WHERE user_id = %s AND memory_id = ANY(%s)").format(
-            _MEMORY, src.t["active_memories"]
-        ),
-        (user_id, list(memory_ids)),
+        SQL(
+            "SELECT {} FROM {} WHERE partition = %s AND user_id = %s AND memory_id = ANY(%s)"
+        ).format(_MEMORY, src.t["active_memories"]),
+        (src.partition(user_id), user_id, list(memory_ids)),
     )

@@ -20,16 +20,15 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from psycopg.sql import SQL, Composed, Literal
+from psycopg.sql import SQL, Composed
 
-from domain.ledger.positions import PARTITION_BITS, local_of, pack, partition_of
+from domain.ledger.positions import local_of, pack, partition_of
 from projections.views._rows import ReadSource
 from projections.views.audit_log import MAX_CHANGES
 from projections.views.profile_changes import TABLE as PROFILE_CHANGES
 
 __all__ = ["page"]
 
-_MASK = (1 << PARTITION_BITS) - 1
 _EARLIEST = float("-inf")
 
 Group = list[dict[str, Any]]
@@ -47,11 +46,19 @@ def page(
 ) -> tuple[list[dict[str, Any]], dict[int, int]]:
     """Rows after the marks in these partitions, at most about `limit`; and the marks after
     them (partitions not read keep theirs)."""
-    after = [pack(p, marks.get(p, 0)) for p in partitions]
     per_partition = limit + MAX_CHANGES + 1
-    params = _params(partitions, after, user_id, memory_id, per_partition)
-    rows = src.all(_query(src, user_id, memory_id), params)
-    groups = _groups(rows, per_partition)
+    query = _query(src, user_id, memory_id)
+    # One statement per partition (sent together: `each`). It used to be one statement, a
+    # LATERAL join of the partitions' marks with both tables: Citus refuses a correlated
+    # subquery on distributed tables that is not joined on the distribution column
+    # (tests/citus/test_projection_statements.py); each of these runs on one shard.
+    found = src.each(
+        [
+            (query, _params(p, pack(p, marks.get(p, 0)), user_id, memory_id, per_partition))
+            for p in partitions
+        ]
+    )
+    groups = _groups([row for rows in found for row in rows], per_partition)
     chosen: list[dict[str, Any]] = []
     moved = dict(marks)
     for group in heapq.merge(*groups.values(), key=_when):
@@ -68,33 +75,32 @@ def page(
 def _query(src: ReadSource, user_id: str | None, memory_id: UUID | None) -> Composed:
     condition = SQL(" AND ").join(
         [
-            SQL("(position & {}) = c.part AND position > c.after").format(Literal(_MASK)),
+            SQL("partition = %(part)s AND position > %(after)s"),
             *([SQL("user_id = %(user)s")] if user_id is not None else []),
             *([SQL("memory_id = %(memory)s")] if memory_id is not None else []),
         ]
     )
     return SQL(
-        "SELECT r.* FROM unnest(%(parts)s::int[], %(after)s::bigint[]) AS c(part, after)"
-        " CROSS JOIN LATERAL (SELECT * FROM ("
+        "SELECT * FROM ("
         "SELECT position, 0 AS seq, event_id, event_type, memory_id, user_id, scope_type,"
         " workspace_type, revision, content_hash, occurred_at, request_id FROM {audit}"
         " WHERE {condition}"
         " UNION ALL SELECT position, seq, event_id, event_type, memory_id, user_id,"
         " scope_type, workspace_type, revision, NULL, occurred_at, request_id FROM {changes}"
-        " WHERE {condition}) AS u ORDER BY position, seq LIMIT %(limit)s) AS r"
+        " WHERE {condition}) AS u ORDER BY position, seq LIMIT %(limit)s"
     ).format(audit=src.t["audit_log"], changes=src.t[PROFILE_CHANGES], condition=condition)
 
 
 def _params(
-    partitions: Sequence[int],
-    after: Sequence[int],
+    partition: int,
+    after: int,
     user_id: str | None,
     memory_id: UUID | None,
     limit: int,
 ) -> dict[str, Any]:
     return {
-        "parts": list(partitions),
-        "after": list(after),
+        "part": partition,
+        "after": after,
         "user": user_id,
         "memory": memory_id,
         "limit": limit,

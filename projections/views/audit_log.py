@@ -11,7 +11,7 @@ from typing import Any, Final
 from uuid import UUID
 
 from psycopg import Cursor
-from psycopg.sql import SQL, Composed
+from psycopg.sql import SQL, Composed, Identifier
 
 from domain.model.access import AccessRecord
 from domain.model.candidate import MemoryCandidate
@@ -115,6 +115,7 @@ def _row(e: Envelope) -> tuple[Any, ...]:
         getattr(event, "content_hash", None),
         getattr(event, "timestamp", None),
         getattr(event, "request_id", None),
+        e.partition,
     )
 
 
@@ -132,6 +133,7 @@ _COLUMNS = (
     "content_hash",
     "occurred_at",
     "request_id",
+    "partition",
 )
 _TYPES = (
     "int8",
@@ -147,6 +149,7 @@ _TYPES = (
     "text",
     "timestamptz",
     "text",
+    "int4",
 )
 
 
@@ -161,7 +164,7 @@ class AuditLog(Projection):
         return [
             SQL(
                 "CREATE TABLE IF NOT EXISTS {} ("
-                " position bigint PRIMARY KEY,"
+                " position bigint NOT NULL,"
                 " event_id uuid NOT NULL,"
                 " event_type text NOT NULL,"
                 " topic text NOT NULL,"
@@ -173,12 +176,17 @@ class AuditLog(Projection):
                 " revision integer NULL,"
                 " content_hash text NULL,"
                 " occurred_at timestamptz NULL,"
-                " request_id text NULL)"
+                " request_id text NULL,"
+                " partition int NOT NULL,"
+                # The whole trail is read partition by partition (views/audit_feed.py).
+                " PRIMARY KEY (partition, position))"
             ).format(table),
             t.create_index("audit_log", "user", "(user_id, position)"),
             t.create_index("audit_log", "memory", "(memory_id, position)"),
-            # The whole trail is read partition by partition (projections/views/audit_feed.py).
-            t.create_index("audit_log", "partition", "((position & 1023), position)"),
+            # Before the partition column, the feed read this; the primary key serves now.
+            SQL("DROP INDEX IF EXISTS {}.{}").format(
+                Identifier(t.schema), t.index("audit_log", "partition")
+            ),
         ]
 
     def apply(self, cur: Cursor[Any], t: Tables, batch: Sequence[Envelope]) -> None:
@@ -204,10 +212,10 @@ def changes(src: ReadSource, user_id: str, *, after: int, limit: int) -> list[di
     return src.all(
         SQL(
             "SELECT position, event_type, memory_id, candidate_id, revision, occurred_at"
-            " FROM {} WHERE user_id = %s AND position > %s AND event_type = ANY(%s)"
-            " ORDER BY position LIMIT %s"
+            " FROM {} WHERE partition = %s AND user_id = %s AND position > %s"
+            " AND event_type = ANY(%s) ORDER BY position LIMIT %s"
         ).format(src.t["audit_log"]),
-        (user_id, after, list(CHANGE_TYPES), limit),
+        (src.partition(user_id), user_id, after, list(CHANGE_TYPES), limit),
     )
 
 
@@ -215,9 +223,9 @@ def forgotten_scope(src: ReadSource, user_id: str, memory_id: UUID) -> Scope | N
     """The scope a memory of this user had when it was forgotten; None if not forgotten."""
     rows = src.all(
         SQL(
-            "SELECT scope_type, workspace_type FROM {} WHERE memory_id = %s AND user_id = %s"
-            " AND event_type = 'memory.deleted' LIMIT 1"
+            "SELECT scope_type, workspace_type FROM {} WHERE partition = %s AND memory_id = %s"
+            " AND user_id = %s AND event_type = 'memory.deleted' LIMIT 1"
         ).format(src.t["audit_log"]),
-        (memory_id, user_id),
+        (src.partition(user_id), memory_id, user_id),
     )
     return Scope(rows[0]["scope_type"], rows[0]["workspace_type"]) if rows else None

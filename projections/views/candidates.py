@@ -11,7 +11,7 @@ from typing import Any
 from uuid import UUID
 
 from psycopg import Cursor
-from psycopg.sql import SQL, Composed
+from psycopg.sql import SQL, Composed, Identifier
 
 from domain.ledger.results import CandidateState
 from domain.model.candidate import MemoryCandidate
@@ -74,7 +74,7 @@ class Candidates(Projection):
         return [
             SQL(
                 "CREATE TABLE IF NOT EXISTS {} ("
-                " candidate_id uuid PRIMARY KEY,"
+                " candidate_id uuid NOT NULL,"
                 " user_id text NOT NULL,"
                 " operation text NOT NULL,"
                 " target_memory_id uuid NULL,"
@@ -89,7 +89,9 @@ class Candidates(Projection):
                 " resulting_memory_id uuid NULL,"
                 " created_at timestamptz NOT NULL,"
                 " decided_at timestamptz NULL,"
-                " expires_at timestamptz NOT NULL)"
+                " expires_at timestamptz NOT NULL,"
+                " partition int NOT NULL,"
+                " PRIMARY KEY (partition, candidate_id))"
             ).format(table),
             vacuum_promptly(table),
             t.create_index("candidates", "user_status", "(user_id, status, created_at)"),
@@ -98,7 +100,8 @@ class Candidates(Projection):
 
     def apply(self, cur: Cursor[Any], t: Tables, batch: Sequence[Envelope]) -> None:
         table = t["candidates"]
-        rows = RowChanges(table, "candidate_id", COLUMNS, TYPES)
+        partition = batch[0].partition
+        rows = RowChanges(table, "candidate_id", COLUMNS, TYPES, partition)
         # Memory id -> candidates of this batch's changes that name it (as target, or as the
         # result of an acceptance seen here): a Forgotten shreds them in memory, in order.
         about: dict[UUID, list[UUID]] = {}
@@ -142,9 +145,10 @@ class Candidates(Projection):
             cur.execute(
                 SQL(
                     "UPDATE {} SET proposed_key = %s, proposed_content = %s"
-                    " WHERE target_memory_id = ANY(%s) OR resulting_memory_id = ANY(%s)"
+                    " WHERE partition = %s"
+                    " AND (target_memory_id = ANY(%s) OR resulting_memory_id = ANY(%s))"
                 ).format(table),
-                (b"", b"", forgotten, forgotten),
+                (b"", b"", partition, forgotten, forgotten),
             )
         _seal(rows, t.seal)
         rows.flush(cur)
@@ -182,10 +186,10 @@ def in_status(src: ReadSource, user_id: str, status: str) -> list[CandidateState
     table holds exactly a `CandidateState`'s fields."""
     rows = src.all(
         SQL(
-            "SELECT * FROM {} WHERE user_id = %s AND status = %s"
-            " ORDER BY created_at DESC, candidate_id"
-        ).format(src.t["candidates"]),
-        (user_id, status),
+            "SELECT candidate_id, {} FROM {} WHERE partition = %s AND user_id = %s"
+            " AND status = %s ORDER BY created_at DESC, candidate_id"
+        ).format(SQL(", ").join(map(Identifier, COLUMNS)), src.t["candidates"]),
+        (src.partition(user_id), user_id, status),
     )
     return [
         CandidateState(**row) for row in src.t.seal.open_rows(rows, _TABLE, "candidate_id", _SEALED)

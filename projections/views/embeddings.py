@@ -183,13 +183,15 @@ class Embeddings(Projection):
             # Not one of `tables`: a rebuild neither rebuilds nor compares it (stamps are random);
             # the matrix key holds the embeddings table's identity for a swap.
             SQL(
-                "CREATE TABLE IF NOT EXISTS {} (user_id text PRIMARY KEY, stamp uuid NOT NULL)"
+                "CREATE TABLE IF NOT EXISTS {} (user_id text NOT NULL, stamp uuid NOT NULL,"
+                " partition int NOT NULL, PRIMARY KEY (partition, user_id))"
             ).format(_stamps(t)),
         ]
 
     def apply(self, cur: Cursor[Any], t: Tables, batch: Sequence[Envelope]) -> None:
         table = t["embeddings"]
-        rows = TABLE.changes(table)
+        partition = batch[0].partition
+        rows = TABLE.changes(table, partition)
         texts: dict[UUID, tuple[str | None, str]] = {}  # to embed: (key if unknown, content)
         users: set[str] = set()
         forgotten: dict[str, set[UUID]] = {}
@@ -228,17 +230,19 @@ class Embeddings(Projection):
                 TABLE_NAME, memory_id, memory_id, "memory_key", row["memory_key"]
             )
         rows.flush(cur)
-        self._changed(cur, t, users, forgotten)
+        self._changed(cur, t, partition, users, forgotten)
 
     def _changed(
         self,
         cur: Cursor[Any],
         t: Tables,
+        partition: int,
         users: set[str],
         forgotten: Mapping[str, set[UUID]] | None = None,
     ) -> None:
-        """New stamps for these users (a cached matrix is refreshed from the changed rows at its
-        next search), and the forgotten memories' rows removed from cached matrices at once.
+        """New stamps for these users of one partition (a cached matrix is refreshed from the
+        changed rows at its next search), and the forgotten memories' rows removed from cached
+        matrices at once.
 
         Not while rebuilding into fresh tables (`t.suffix`): nobody reads those yet, and the
         swap changes the embeddings table's identity, which every matrix key holds.
@@ -247,11 +251,11 @@ class Embeddings(Projection):
             return
         cur.execute(
             SQL(
-                "INSERT INTO {} (user_id, stamp) SELECT u, gen_random_uuid()"
+                "INSERT INTO {} (user_id, stamp, partition) SELECT u, gen_random_uuid(), %s::int"
                 " FROM unnest(%s::text[]) u"
-                " ON CONFLICT (user_id) DO UPDATE SET stamp = EXCLUDED.stamp"
+                " ON CONFLICT (partition, user_id) DO UPDATE SET stamp = EXCLUDED.stamp"
             ).format(_stamps(t)),
-            (sorted(users),),
+            (partition, sorted(users)),
         )
         if self.service is not None and forgotten:
             self.service.vectors_forgotten(t.schema, forgotten)
@@ -271,8 +275,9 @@ class Embeddings(Projection):
         table = t["embeddings"]
         found = conn.execute(
             SQL(
-                "SELECT e.memory_id, e.revision, s.memory_key, s.content"
-                " FROM {} e JOIN {} s ON s.memory_id = e.memory_id AND s.revision = e.revision"
+                "SELECT e.memory_id, e.revision, s.memory_key, s.content, e.partition"
+                " FROM {} e JOIN {} s ON s.partition = e.partition"
+                " AND s.memory_id = e.memory_id AND s.revision = e.revision"
                 " WHERE e.vector IS NULL AND s.memory_key <> '' AND s.content <> ''"
                 " ORDER BY e.memory_id LIMIT %s"
             ).format(table, t["search_terms"]),
@@ -281,43 +286,52 @@ class Embeddings(Projection):
         seal = t.seal
         seal.prefetch(row[0] for row in found)
         opened = []
-        for memory_id, revision, sealed_key, sealed_content in found:
+        for memory_id, revision, sealed_key, sealed_content, partition in found:
             key = seal.open(SEARCH_TERMS, memory_id, memory_id, "memory_key", sealed_key)
             content = seal.open(SEARCH_TERMS, memory_id, memory_id, "content", sealed_content)
             if REDACTED not in (key, content):
-                opened.append((memory_id, revision, key, content))
-        found = opened
-        if not found:
+                opened.append((memory_id, revision, key, content, partition))
+        if not opened:
             return 0
-        vectors = service.passages([passage_text(key, content) for _, _, key, content in found])
+        texts = [passage_text(key, content) for _, _, key, content, _ in opened]
+        vectors = service.passages(texts)
         hubness = service.hubness(vectors) if vectors is not None else None
         if vectors is None or hubness is None:
             return 0  # failing: tried again once the service retries
-        with conn.transaction(), conn.cursor() as cur:
-            cur.execute(
-                SQL(
-                    "UPDATE {0} e SET model = %s, vector = u.vector, hubness = u.hubness"
-                    " FROM unnest(%s::uuid[], %s::int4[], %s::bytea[], %s::bytea[])"
-                    " AS u(id, revision, vector, hubness)"
-                    " WHERE e.memory_id = u.id AND e.revision = u.revision AND e.vector IS NULL"
-                    " AND EXISTS (SELECT 1 FROM {1} s"
-                    "  WHERE s.memory_id = e.memory_id AND s.revision = e.revision)"
-                    " RETURNING e.user_id"
-                ).format(table, t["search_terms"]),
+        by_partition: dict[int, list[tuple[Any, ...]]] = {}
+        for row, vector, hub in zip(opened, vectors, hubness, strict=True):
+            memory_id, revision, partition = row[0], row[1], row[4]
+            by_partition.setdefault(partition, []).append(
                 (
-                    model,
-                    [row[0] for row in found],
-                    [row[1] for row in found],
-                    [_sealed(seal, r[0], "vector", v) for r, v in zip(found, vectors, strict=True)],
-                    [
-                        _sealed(seal, r[0], "hubness", h)
-                        for r, h in zip(found, hubness, strict=True)
-                    ],
-                ),
+                    memory_id,
+                    revision,
+                    _sealed(seal, memory_id, "vector", vector),
+                    _sealed(seal, memory_id, "hubness", hub),
+                )
             )
-            updated = cur.fetchall()
-            self._changed(cur, t, {row[0] for row in updated})
-        return len(updated)
+        updated = 0
+        with conn.transaction(), conn.cursor() as cur:
+            # One statement per partition: each one shard's (on Citus, one node's).
+            for partition, rows in sorted(by_partition.items()):
+                ids, revisions, sealed_vectors, sealed_hubness = map(list, zip(*rows, strict=True))
+                cur.execute(
+                    SQL(
+                        "UPDATE {0} e SET model = %s, vector = u.vector, hubness = u.hubness"
+                        " FROM unnest(%s::uuid[], %s::int4[], %s::bytea[], %s::bytea[])"
+                        " AS u(id, revision, vector, hubness)"
+                        " WHERE e.partition = %s AND e.memory_id = u.id"
+                        " AND e.revision = u.revision AND e.vector IS NULL"
+                        " AND EXISTS (SELECT 1 FROM {1} s WHERE s.partition = e.partition"
+                        "  AND s.memory_id = e.memory_id AND s.revision = e.revision)"
+                        " RETURNING e.user_id"
+                    ).format(table, t["search_terms"]),
+                    (model, ids, revisions, sealed_vectors, sealed_hubness, partition),
+                )
+                returned = cur.fetchall()
+                updated += len(returned)
+                users = {row[0] for row in returned}
+                self._changed(cur, t, partition, users)
+        return updated
 
     def _embed(
         self,
@@ -335,8 +349,11 @@ class Embeddings(Projection):
         keys: dict[UUID, str] = {}
         if unknown:  # content changed on an older memory: its key is in the stored row
             cur.execute(
-                SQL("SELECT memory_id, memory_key FROM {} WHERE memory_id = ANY(%s)").format(table),
-                (unknown,),
+                SQL(
+                    "SELECT memory_id, memory_key FROM {} WHERE partition = %s"
+                    " AND memory_id = ANY(%s)"
+                ).format(table),
+                (rows.partition, unknown),
             )
             keys = {
                 memory_id: seal.open(TABLE_NAME, memory_id, memory_id, "memory_key", memory_key)

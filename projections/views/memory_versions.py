@@ -40,7 +40,8 @@ class MemoryVersions(Projection):
                 " changed_via text NOT NULL,"
                 " source_candidate_id uuid NULL,"
                 " created_at timestamptz NOT NULL,"
-                " PRIMARY KEY (memory_id, revision))"
+                " partition int NOT NULL,"
+                " PRIMARY KEY (partition, memory_id, revision))"
             ).format(t["memory_versions"]),
             vacuum_promptly(t["memory_versions"]),
         ]
@@ -49,6 +50,7 @@ class MemoryVersions(Projection):
         # (memory_id, revision) -> (index in the batch, row); memory_id -> its last Forgotten.
         rows: dict[tuple[UUID, int], tuple[int, tuple[Any, ...]]] = {}
         forgotten: dict[UUID, int] = {}
+        partition = batch[0].partition
         for index, envelope in enumerate(batch):
             event = envelope.event
             kind = _KINDS(type(event))
@@ -73,6 +75,7 @@ class MemoryVersions(Projection):
                     event.changed_via,
                     event.source_candidate_id,
                     event.timestamp,
+                    partition,
                 ),
             )
         table = t["memory_versions"]
@@ -82,7 +85,8 @@ class MemoryVersions(Projection):
             rows[(memory_id, revision)] = (index, (*row[:3], sealed, *row[4:]))
         if forgotten:
             cur.execute(
-                SQL("DELETE FROM {} WHERE memory_id = ANY(%s)").format(table), (list(forgotten),)
+                SQL("DELETE FROM {} WHERE partition = %s AND memory_id = ANY(%s)").format(table),
+                (partition, list(forgotten)),
             )
         if rows:
             # A version row is made once per event, and each event is applied once: no row
@@ -109,6 +113,7 @@ _COLUMNS = (
     "changed_via",
     "source_candidate_id",
     "created_at",
+    "partition",
 )
 _TYPES = (
     "uuid",
@@ -122,6 +127,7 @@ _TYPES = (
     "text",
     "uuid",
     "timestamptz",
+    "int4",
 )
 _KINDS: EventKinds[str | None] = EventKinds(
     (
@@ -143,9 +149,9 @@ def versions(src: ReadSource, user_id: str, memory_id: UUID) -> list[VersionRow]
         SQL(
             "SELECT revision, content, category, scope_type, workspace_type, change_type,"
             " changed_via, source_candidate_id, created_at FROM {}"
-            " WHERE memory_id = %s AND user_id = %s ORDER BY revision"
+            " WHERE partition = %s AND memory_id = %s AND user_id = %s ORDER BY revision"
         ).format(src.t["memory_versions"]),
-        (memory_id, user_id),
+        (src.partition(user_id), memory_id, user_id),
     )
     seal = src.t.seal
     for row in rows:

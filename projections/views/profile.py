@@ -93,26 +93,32 @@ class Profile(Projection):
                 " workspace_type text NULL,"
                 " active boolean NOT NULL,"
                 " updated_at timestamptz NOT NULL,"
-                " PRIMARY KEY (memory_id, field))"
+                " partition int NOT NULL,"
+                " PRIMARY KEY (partition, memory_id, field))"
             ).format(t["profile_sources"]),
             vacuum_promptly(t["profile_sources"]),
             t.create_index("profile_sources", "user_field", "(user_id, field)"),
             SQL(
                 "CREATE TABLE IF NOT EXISTS {} ("
-                " memory_id uuid PRIMARY KEY,"
+                " memory_id uuid NOT NULL,"
                 " user_id text NOT NULL,"
                 " memory_key text NOT NULL,"
                 " active boolean NOT NULL,"
-                " expires_at timestamptz NULL)"
+                " expires_at timestamptz NULL,"
+                " partition int NOT NULL,"
+                " PRIMARY KEY (partition, memory_id))"
             ).format(t["profile_memories"]),
             *profile_changes.create_statements(t),
         ]
 
     def apply(self, cur: Cursor[Any], t: Tables, batch: Sequence[Envelope]) -> None:
         kinds = [_KINDS(type(e.event)) for e in batch]
+        partition = batch[0].partition
         stored = _stored(cur, t, batch, kinds)
-        memories = RowChanges(t["profile_memories"], "memory_id", _MEMORY_COLUMNS, _TYPES)
-        changes = profile_changes.ProfileDiff()
+        memories = RowChanges(
+            t["profile_memories"], "memory_id", _MEMORY_COLUMNS, _TYPES, partition
+        )
+        changes = profile_changes.ProfileDiff(partition)
         state: dict[UUID, _Memory] = {}
         created: set[UUID] = set()
         forgotten: set[UUID] = set()
@@ -163,7 +169,7 @@ class Profile(Projection):
             # other memory events (future ones) leave the profile alone
             changes.record(envelope, memory.owner, before, memory.effective())
         memories.flush(cur)
-        _write_sources(cur, t, state, forgotten, created)
+        _write_sources(cur, t, partition, state, forgotten, created)
         changes.write(cur, t)
 
 
@@ -184,8 +190,9 @@ _SOURCE_COLUMNS = (
     "workspace_type",
     "active",
     "updated_at",
+    "partition",
 )
-_SOURCE_TYPES = ("text", "uuid", "text", "bytea", "text", "text", "bool", "timestamptz")
+_SOURCE_TYPES = ("text", "uuid", "text", "bytea", "text", "text", "bool", "timestamptz", "int4")
 _SOURCES = "profile_sources"
 
 
@@ -216,9 +223,10 @@ def _stored(
     cur.execute(
         SQL(
             "SELECT m.memory_id, m.memory_key, m.active, s.field, s.value"
-            " FROM {} AS m LEFT JOIN {} AS s USING (memory_id) WHERE m.memory_id = ANY(%s)"
+            " FROM {} AS m LEFT JOIN {} AS s USING (partition, memory_id)"
+            " WHERE m.partition = %s AND m.memory_id = ANY(%s)"
         ).format(t["profile_memories"], t["profile_sources"]),
-        (list(wanted),),
+        (batch[0].partition, list(wanted)),
     )
     found: dict[UUID, tuple[str, bool, dict[str, str]]] = {}
     seal = t.seal
@@ -232,6 +240,7 @@ def _stored(
 def _write_sources(
     cur: Cursor[Any],
     t: Tables,
+    partition: int,
     state: dict[UUID, _Memory],
     forgotten: set[UUID],
     created: set[UUID],
@@ -245,7 +254,8 @@ def _write_sources(
     replaced -= created
     if replaced:
         cur.execute(
-            SQL("DELETE FROM {} WHERE memory_id = ANY(%s)").format(table), (list(replaced),)
+            SQL("DELETE FROM {} WHERE partition = %s AND memory_id = ANY(%s)").format(table),
+            (partition, list(replaced)),
         )
     rows = []
     seal = t.seal
@@ -263,6 +273,7 @@ def _write_sources(
                         workspace,
                         memory.active,
                         memory.asserted_at,
+                        partition,
                     )
                 )
     if rows:
@@ -279,9 +290,10 @@ def _write_sources(
                 "UPDATE {} AS s SET active = COALESCE(v.active, s.active),"
                 " updated_at = COALESCE(v.updated_at, s.updated_at)"
                 " FROM unnest(%b::uuid[], %b::boolean[], %b::timestamptz[])"
-                " AS v(memory_id, active, updated_at) WHERE s.memory_id = v.memory_id"
+                " AS v(memory_id, active, updated_at)"
+                " WHERE s.partition = %s AND s.memory_id = v.memory_id"
             ).format(table),
-            (ids, active, asserted),
+            (ids, active, asserted, partition),
         )
 
 
@@ -291,20 +303,22 @@ def profile_of(
     user_id: str,
     visible_scopes: Iterable[Scope] | None = None,
     *,
+    partition: int,
     now: datetime | None = None,
 ) -> dict[str, ProfileField]:
     """The user's profile: per field, the value of the most recently asserted active source.
 
     With `visible_scopes`, only memories in those scopes count (the caller's permission
     filter); None means every scope. Memories expired at `now` (default: the database's
-    clock) do not count.
+    clock) do not count. `partition`: the user's ledger partition.
     """
     query = SQL(
-        "SELECT s.field, s.value, s.memory_id FROM {} AS s JOIN {} AS m USING (memory_id)"
-        " WHERE s.user_id = %s AND s.active"
+        "SELECT s.field, s.value, s.memory_id FROM {} AS s"
+        " JOIN {} AS m USING (partition, memory_id)"
+        " WHERE s.partition = %s AND s.user_id = %s AND s.active"
         " AND (m.expires_at IS NULL OR m.expires_at > COALESCE(%s::timestamptz, now()))"
     ).format(tables["profile_sources"], tables["profile_memories"])
-    params: list[Any] = [user_id, now]
+    params: list[Any] = [partition, user_id, now]
     if visible_scopes is not None:
         query += SQL(
             " AND (CASE WHEN s.workspace_type IS NULL THEN s.scope_type"

@@ -26,7 +26,7 @@ from typing import Any, Final
 from uuid import UUID, uuid5
 
 from psycopg import Cursor
-from psycopg.sql import SQL, Composed
+from psycopg.sql import SQL, Composed, Identifier
 
 from projections.envelope import Envelope
 from projections.tracking import Tables
@@ -50,6 +50,7 @@ _COLUMNS = (
     "revision",
     "occurred_at",
     "request_id",
+    "partition",
 )
 _TYPES = (
     "int8",
@@ -63,6 +64,7 @@ _TYPES = (
     "int4",
     "timestamptz",
     "text",
+    "int4",
 )
 
 
@@ -83,18 +85,21 @@ def create_statements(t: Tables) -> list[Composed]:
             " revision integer NULL,"
             " occurred_at timestamptz NULL,"
             " request_id text NULL,"
-            " PRIMARY KEY (position, seq))"
+            " partition int NOT NULL,"
+            " PRIMARY KEY (partition, position, seq))"
         ).format(table),
         t.create_index(TABLE, "user", "(user_id, position)"),
         t.create_index(TABLE, "memory", "(memory_id, position)"),
-        t.create_index(TABLE, "partition", "((position & 1023), position)"),
+        # Before the partition column, the audit feed read this; the primary key serves now.
+        SQL("DROP INDEX IF EXISTS {}.{}").format(Identifier(t.schema), t.index(TABLE, "partition")),
     ]
 
 
 class ProfileDiff:
     """Collects the audit rows of one batch, one event at a time, and writes them at the end."""
 
-    def __init__(self) -> None:
+    def __init__(self, partition: int) -> None:
+        self.partition = partition
         self._rows: list[tuple[Any, ...]] = []
         self._forgotten: set[UUID] = set()
 
@@ -137,6 +142,7 @@ class ProfileDiff:
                     getattr(event, "revision", None),
                     envelope.timestamp,
                     envelope.request_id,
+                    self.partition,
                 )
             )
 
@@ -144,8 +150,8 @@ class ProfileDiff:
         """Delete the rows of forgotten memories, then add this batch's (one statement each)."""
         if self._forgotten:
             cur.execute(
-                SQL("DELETE FROM {} WHERE memory_id = ANY(%s)").format(t[TABLE]),
-                (list(self._forgotten),),
+                SQL("DELETE FROM {} WHERE partition = %s AND memory_id = ANY(%s)").format(t[TABLE]),
+                (self.partition, list(self._forgotten)),
             )
             self._rows = [r for r in self._rows if r[4] not in self._forgotten]
         if self._rows:

@@ -137,7 +137,7 @@ class SearchTerms(Projection):
         ]
 
     def apply(self, cur: Cursor[Any], t: Tables, batch: Sequence[Envelope]) -> None:
-        rows = TABLE.changes(t["search_terms"])
+        rows = TABLE.changes(t["search_terms"], batch[0].partition)
         fold_memory_events(rows, batch, track_position=True)
         seal = t.seal
         for row in rows.new.values():
@@ -155,10 +155,11 @@ def _terms_of_changed_content(cur: Cursor[Any], rows: RowChanges, seal: RowSeal)
     if not changed:
         return
     cur.execute(
-        SQL("SELECT memory_id, user_id, memory_key FROM {} WHERE memory_id = ANY(%s)").format(
-            rows.table
-        ),
-        (changed,),
+        SQL(
+            "SELECT memory_id, user_id, memory_key FROM {}"
+            " WHERE partition = %s AND memory_id = ANY(%s)"
+        ).format(rows.table),
+        (rows.partition, changed),
         binary=True,
     )
     updates = rows.updates
@@ -181,11 +182,12 @@ def next_shadow_expiry(
         return None
     rows = src.all(
         SQL(
-            "SELECT min(expires_at) AS at FROM {} WHERE user_id = %s AND status = 'active'"
+            "SELECT min(expires_at) AS at FROM {} WHERE partition = %s AND user_id = %s"
+            " AND status = 'active'"
             " AND scope_type = 'workspace' AND workspace_type = ANY(%s)"
             " AND expires_at > %s"
         ).format(src.t["search_terms"]),
-        (user_id, workspaces, now),
+        (src.partition(user_id), user_id, workspaces, now),
     )
     return rows[0]["at"] if rows else None
 
@@ -203,8 +205,8 @@ def owner_rows(
     All of them, not the agent fetch's few: the owner's view has no visibility or shadowing
     rule to narrow by, and a user's memories are a few thousand at most.
     """
-    where = [SQL("user_id = %s")]
-    params: list[Any] = [user_id]
+    where = [SQL("partition = %s AND user_id = %s")]
+    params: list[Any] = [src.partition(user_id), user_id]
     for column in OWNER_FILTERS:
         if filters.get(column) is not None:
             where.append(SQL(f"{column} = %s"))

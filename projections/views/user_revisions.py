@@ -27,8 +27,10 @@ class UserRevisions(Projection):
         return [
             SQL(
                 "CREATE TABLE IF NOT EXISTS {} ("
-                " user_id text PRIMARY KEY,"
-                " revision bigint NOT NULL)"
+                " user_id text NOT NULL,"
+                " revision bigint NOT NULL,"
+                " partition int NOT NULL,"
+                " PRIMARY KEY (partition, user_id))"
             ).format(t["user_revisions"])
         ]
 
@@ -38,18 +40,21 @@ class UserRevisions(Projection):
             users, counts = zip(*sorted(changes.items()), strict=True)
             cur.execute(
                 SQL(
-                    "INSERT INTO {0} AS r (user_id, revision)"
-                    " SELECT * FROM unnest(%b::text[], %b::int8[])"
-                    " ON CONFLICT (user_id) DO UPDATE SET revision = r.revision + EXCLUDED.revision"
+                    "INSERT INTO {0} AS r (user_id, revision, partition)"
+                    " SELECT u, n, %s::int FROM unnest(%b::text[], %b::int8[]) AS v(u, n)"
+                    " ON CONFLICT (partition, user_id)"
+                    " DO UPDATE SET revision = r.revision + EXCLUDED.revision"
                 ).format(t["user_revisions"]),
-                (list(users), list(counts)),
+                (batch[0].partition, list(users), list(counts)),
             )
 
 
 def user_revision(src: ReadSource, user_id: str) -> int:
     """The user's memory revision (0 before any memory event)."""
     rows = src.all(
-        SQL("SELECT revision FROM {} WHERE user_id = %s").format(src.t["user_revisions"]),
-        (user_id,),
+        SQL("SELECT revision FROM {} WHERE partition = %s AND user_id = %s").format(
+            src.t["user_revisions"]
+        ),
+        (src.partition(user_id), user_id),
     )
     return int(rows[0]["revision"]) if rows else 0

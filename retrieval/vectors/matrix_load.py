@@ -27,7 +27,7 @@ from uuid import UUID
 
 from psycopg.sql import SQL, Literal
 
-from domain.ledger.positions import MAX_PARTITIONS, PARTITION_BITS
+from domain.ledger.positions import PARTITION_BITS
 from projections.reads import Reads
 from projections.tracking import TRACKING, Tables
 from projections.views.embeddings import STAMPS, open_vector
@@ -37,27 +37,20 @@ __all__ = ["load_user_vectors", "read_vector_key"]
 
 
 def _tracked(t: Tables, projection: str) -> Any:
-    """A projection's position in the user's ledger partition, packed as the rows' positions
-    are (domain/ledger/positions.py). The partition is `%(partition)s`, else that of the
-    user's rows (a user without rows has nothing to read: any partition will do)."""
+    """A projection's position in the user's ledger partition (`%(partition)s`), packed as the
+    rows' positions are (domain/ledger/positions.py)."""
     return SQL(
-        "(SELECT position << {bits} | partition FROM {p} WHERE projection = {name}"
-        " AND partition = coalesce(%(partition)s::int, (SELECT s0.position & {mask}"
-        " FROM {terms} s0 WHERE s0.user_id = %(user)s LIMIT 1)))"
-    ).format(
-        bits=Literal(PARTITION_BITS),
-        mask=Literal(MAX_PARTITIONS - 1),
-        p=t[TRACKING],
-        name=Literal(projection),
-        terms=t["search_terms"],
-    )
+        "(SELECT position << {bits} | partition FROM {p}"
+        " WHERE partition = %(partition)s AND projection = {name})"
+    ).format(bits=Literal(PARTITION_BITS), p=t[TRACKING], name=Literal(projection))
 
 
 def _key_sql(t: Tables) -> Any:
     return SQL(
-        "(SELECT revision FROM {r} WHERE user_id = %(user)s) AS revision,"
-        " {revisions} AS r_position, {terms} AS s_position,"
-        " (SELECT stamp FROM {st} WHERE user_id = %(user)s) AS stamp,"
+        "(SELECT revision FROM {r} WHERE partition = %(partition)s AND user_id = %(user)s)"
+        " AS revision, {revisions} AS r_position, {terms} AS s_position,"
+        " (SELECT stamp FROM {st} WHERE partition = %(partition)s AND user_id = %(user)s)"
+        " AS stamp,"
         " to_regclass(%(table)s)::oid AS tbl, to_regclass(%(terms)s)::oid AS terms_tbl"
     ).format(
         r=t["user_revisions"],
@@ -78,7 +71,7 @@ def _params(reads: Reads, user_id: str) -> dict[str, Any]:
     t, schema = reads.t, reads.t.schema
     return {
         "user": user_id,
-        "partition": None if reads.partition_of is None else reads.partition_of(user_id),
+        "partition": reads.partition(user_id),
         "table": f'"{schema}"."{t.name("embeddings")}"',
         "terms": f'"{schema}"."{t.name("search_terms")}"',
     }
@@ -102,7 +95,8 @@ def _rows_statement(schema: str, changed: bool) -> str:
     # Rows can only have gone when search_terms moved since (a forget is an event of it).
     count = (
         ", CASE WHEN {moved} > %(since)s"
-        " THEN (SELECT count(*) FROM {terms} WHERE user_id = %(user)s) END AS present"
+        " THEN (SELECT count(*) FROM {terms} WHERE partition = %(partition)s"
+        " AND user_id = %(user)s) END AS present"
         if changed
         else ""
     )
@@ -112,10 +106,11 @@ def _rows_statement(schema: str, changed: bool) -> str:
             " SELECT s.memory_id, s.revision, s.scope_type, s.workspace_type, s.category,"
             "  s.key_hash, s.expires_at, s.status = 'active', e.memory_id IS NOT NULL,"
             "  e.vector, e.hubness"
-            " FROM {terms} s LEFT JOIN {embeddings} e ON e.memory_id = s.memory_id"
+            " FROM {terms} s LEFT JOIN {embeddings} e ON e.partition = s.partition"
+            "  AND e.memory_id = s.memory_id"
             "  AND e.user_id = %(user)s AND e.revision = s.revision AND e.model = %(model)s"
             "  AND e.vector IS NOT NULL"
-            " WHERE s.user_id = %(user)s" + which + ") d ON true"
+            " WHERE s.partition = %(partition)s AND s.user_id = %(user)s" + which + ") d ON true"
         )
         .format(
             key=_key_sql(t),
@@ -130,7 +125,7 @@ def _rows_statement(schema: str, changed: bool) -> str:
 @lru_cache(maxsize=64)
 def _ids_statement(schema: str) -> str:
     return (
-        SQL("SELECT memory_id FROM {} WHERE user_id = %(user)s")
+        SQL("SELECT memory_id FROM {} WHERE partition = %(partition)s AND user_id = %(user)s")
         .format(Tables(schema)["search_terms"])
         .as_string(None)
     )

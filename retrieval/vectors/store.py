@@ -57,7 +57,10 @@ def _rows_statement(schema: str) -> str:
     """Composed once per schema (composing costs more than the query; see matrix.py)."""
     columns = SQL(", ").join(SQL(c) for c in ("memory_id", *SEARCH_COLUMNS))
     return (
-        SQL("SELECT {} FROM {} WHERE memory_id = ANY(%s) AND user_id = %s AND status = 'active'")
+        SQL(
+            "SELECT {} FROM {} WHERE partition = %s AND memory_id = ANY(%s) AND user_id = %s"
+            " AND status = 'active'"
+        )
         .format(columns, Tables(schema)["search_terms"])
         .as_string(None)
     )
@@ -148,6 +151,7 @@ class VectorReads:
             return []
         statement = _rows_statement(self.t.schema)
         with self.reads.pool.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
-            rows = cur.execute(statement, (list(wanted), user_id)).fetchall()
+            partition = self.reads.partition(user_id)
+            rows = cur.execute(statement, (partition, list(wanted), user_id)).fetchall()
         rows = [row for row in rows if wanted[row["memory_id"]] == row["revision"]]
         return open_search_rows(rows, self.t.seal)

@@ -199,7 +199,7 @@ def serving(ledger: MemoryLedger, database_url: str, schema: str) -> Iterator[Te
     worker.start()
     services = Services(
         ledger=ledger,
-        reads=Reads(pool, schema),
+        reads=Reads(pool, schema, ledger.partition),
         metrics=Metrics(),
         jwt_secret=JWT_SECRET,
         worker=worker,

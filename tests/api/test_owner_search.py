@@ -247,7 +247,7 @@ def test_it_finds_by_meaning_across_languages(
     worker.catch_up()  # every view, the vectors included
     services = Services(
         ledger=ledger,
-        reads=Reads(worker.pool, worker.schema),
+        reads=Reads(worker.pool, worker.schema, worker.ledger.partition),
         metrics=Metrics(),
         jwt_secret=JWT_SECRET,
         worker=worker,

@@ -87,7 +87,7 @@ def stalled_client(
     worker.start()
     services = Services(
         ledger=ledger,
-        reads=Reads(worker.pool, pg_schema),
+        reads=Reads(worker.pool, pg_schema, worker.ledger.partition),
         metrics=Metrics(),
         jwt_secret=JWT_SECRET,
         worker=worker,

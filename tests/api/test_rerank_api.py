@@ -66,7 +66,7 @@ def services(
     worker.catch_up()
     return Services(
         ledger=ledger,
-        reads=Reads(worker.pool, pg_schema),
+        reads=Reads(worker.pool, pg_schema, worker.ledger.partition),
         metrics=Metrics(),
         jwt_secret=JWT_SECRET,
         worker=worker,

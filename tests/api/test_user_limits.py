@@ -86,7 +86,7 @@ def limited(
         worker.catch_up()
         services = Services(
             ledger=ledger,
-            reads=Reads(worker.pool, worker.schema),
+            reads=Reads(worker.pool, worker.schema, worker.ledger.partition),
             metrics=Metrics(),
             jwt_secret=SECRET,
             worker=worker,

@@ -124,7 +124,7 @@ def _services(ledger: Any, worker: ProjectionWorker, schema: str, **extra: Any) 
     worker.start()
     return Services(
         ledger=ledger,
-        reads=Reads(worker.pool, schema),
+        reads=Reads(worker.pool, schema, worker.ledger.partition),
         metrics=Metrics(),
         jwt_secret=JWT_SECRET,
         worker=worker,

@@ -97,7 +97,7 @@ def stalled(
         # Each its own Services: like two processes, neither knows the other's writes.
         return Services(
             ledger=ledger,
-            reads=Reads(worker.pool, pg_schema),
+            reads=Reads(worker.pool, pg_schema, worker.ledger.partition),
             metrics=Metrics(),
             jwt_secret=JWT_SECRET,
             worker=worker,

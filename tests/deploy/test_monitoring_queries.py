@@ -61,7 +61,7 @@ def services(
     with fake_reranker() as fake:
         yield Services(
             ledger=ledger,
-            reads=Reads(worker.pool, pg_schema),
+            reads=Reads(worker.pool, pg_schema, worker.ledger.partition),
             metrics=Metrics(),
             jwt_secret=JWT_SECRET,
             worker=worker,

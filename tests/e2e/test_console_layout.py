@@ -89,7 +89,7 @@ def services(
     worker.start()
     return Services(
         ledger=ledger,
-        reads=Reads(worker.pool, worker.schema),
+        reads=Reads(worker.pool, worker.schema, worker.ledger.partition),
         metrics=Metrics(),
         jwt_secret=JWT_SECRET,
         worker=worker,

@@ -81,7 +81,9 @@ def other(database_url: str, make_ledger: Callable[..., MemoryLedger]) -> Iterat
     ensure_tables(pool, schema, all_projections())
     worker = ProjectionWorker(ledger, pool, schema, all_projections())
     worker.start()
-    services = Services(ledger, Reads(pool, schema), Metrics(), JWT_SECRET, worker)
+    services = Services(
+        ledger, Reads(pool, schema, ledger.partition), Metrics(), JWT_SECRET, worker
+    )
     try:
         with TestClient(create_app(services), raise_server_exceptions=False) as client:
             yield Instance(schema, key, ledger, client)

@@ -156,7 +156,7 @@ def test_forgotten_and_erased_content_is_in_no_raw_page(
     )
     worker.catch_up()
     # Reads and searches leave access records (ids only) and warm every index.
-    reads = Reads(worker.pool, worker.schema)
+    reads = Reads(worker.pool, worker.schema, worker.ledger.partition)
     found = fetch_rows(reads, "alice", [Scope.global_()], Query.of("first"), now=clock.now)
     assert [row["memory_id"] for row in found] == [first.memory_id]
     ledger.record_access(

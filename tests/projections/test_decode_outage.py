@@ -47,6 +47,8 @@ def test_an_outage_while_decoding_is_raised_and_the_event_applied_once_it_is_ove
 
     monkeypatch.undo()
     worker.catch_up()
-    row = Reads(worker.pool, worker.schema).memory("alice", memory.memory_id)
+    row = Reads(worker.pool, worker.schema, worker.ledger.partition).memory(
+        "alice", memory.memory_id
+    )
     assert row is not None and row.content == "examples first"
     assert not any(worker.quarantined().values())

@@ -81,7 +81,9 @@ def test_a_locked_view_holds_back_only_itself_and_catches_up_exactly_once(
         names = [ActiveMemories.name, Tombstones.name]
         assert worker.wait(written.position, timeout=0.0, names=names)
         assert not worker.wait(written.position, timeout=0.0, names=[SearchTerms.name])
-        row = Reads(worker.pool, pg_schema).memory("alice", written.memory.memory_id)
+        row = Reads(worker.pool, pg_schema, worker.ledger.partition).memory(
+            "alice", written.memory.memory_id
+        )
         assert row is not None and row.content == "fact during"
         # Retried while still locked: held back again, the others go on with new events.
         until_may_run(worker, SearchTerms.name)

@@ -145,7 +145,7 @@ def test_embeddings_laid_out_before_hubness_are_embedded_again_with_it(
 
     after = _rows(database_url, pg_schema, "embeddings")
     assert after == before and all(row[-1] for row in after)  # every vector with its hubness
-    reads = Reads(main.pool, pg_schema)
+    reads = Reads(main.pool, pg_schema, main.ledger.partition)
     vectors = VectorReads(reads, None).user_vectors("alice", Words.model_id, DIM)
     assert vectors.hubness.shape == (3, 2)
     found = MemorySearch(None, vectors=HybridSource(service))(

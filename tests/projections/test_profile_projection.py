@@ -60,7 +60,8 @@ def profile(
 ) -> dict[str, ProfileField]:
     worker.catch_up()
     with worker.pool.connection() as conn:
-        return profile_of(conn, worker.tables, user, scopes, now=now)
+        partition = worker.ledger.partition(user)
+        return profile_of(conn, worker.tables, user, scopes, partition=partition, now=now)
 
 
 def rows(database_url: str, schema: str, logical: str) -> list[tuple[Any, ...]]:

@@ -102,7 +102,9 @@ def test_projections_follow_the_ledger_and_forget_what_is_forgotten(
     assert ids["alice3"] not in active and ids["alice2"] not in active
     assert active[ids["alice1"]][9] == "suppressed"
     assert active[ids["alice0"]][10] == 4
-    reads = Reads(worker.pool, pg_schema)  # key and content are stored sealed
+    reads = Reads(
+        worker.pool, pg_schema, worker.ledger.partition
+    )  # key and content are stored sealed
     opened = reads.memory("alice", ids["alice0"])
     assert opened is not None and opened.content == f"alice fact 0 {marker}"
     assert f"alice fact 0 {marker}" not in repr(rows)
@@ -126,7 +128,7 @@ def test_projections_follow_the_ledger_and_forget_what_is_forgotten(
         "memory.candidate_rejected",
     } <= set(audit_types)
     assert all(marker not in repr(r) for r in rows["audit_log"])
-    assert dict(rows["user_revisions"])["bob"] == 6  # 4 creates, suppress, restore
+    assert {r[0]: r[1] for r in rows["user_revisions"]}["bob"] == 6  # 4 creates, suppress, restore
 
 
 def test_rebuild_from_zero_equals_the_live_tables(

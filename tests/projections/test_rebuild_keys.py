@@ -41,7 +41,7 @@ def test_after_a_rebuild_with_another_ledger_the_worker_seals_with_its_own_keys(
     assert seal_for(pg_schema) is own
     after = create(ledger, "after")
     worker.catch_up()  # seals the new row with the worker's keys, not the closed ones
-    rows = Reads(worker.pool, pg_schema).memories("alice").items
+    rows = Reads(worker.pool, pg_schema, worker.ledger.partition).memories("alice").items
     (row,) = [r for r in rows if r.memory_id == after]
     assert row.content == "about after"
 

@@ -20,19 +20,25 @@ def test_array_columns_are_copied_and_updated_unchanged(database_url: str, pg_sc
     ids = [uuid4() for _ in range(4)]
     with psycopg.connect(database_url, autocommit=True) as conn, conn.cursor() as cur:
         cur.execute(
-            SQL("CREATE TABLE {} (id uuid PRIMARY KEY, label text, words text[])").format(table)
+            SQL(
+                "CREATE TABLE {} (id uuid, label text, words text[], partition int,"
+                " PRIMARY KEY (partition, id))"
+            ).format(table)
         )
-        first = RowChanges(table, "id", ["label", "words"], TYPES)
+        first = RowChanges(table, "id", ["label", "words"], TYPES, 3)
         for n, key in enumerate(ids):
             first.insert(key, {"label": f"row {n}", "words": AWKWARD[n:]})
         first.flush(cur)
-        second = RowChanges(table, "id", ["label", "words"], TYPES)
+        second = RowChanges(table, "id", ["label", "words"], TYPES, 3)
         second.update(ids[0], words=list(reversed(AWKWARD)))
         second.update(ids[1], words=[])
         second.update(ids[2], label="renamed")
         second.update(ids[3], words=["only"], label="both")
         second.flush(cur)
         rows = cur.execute(SQL("SELECT id, label, words FROM {}").format(table)).fetchall()
+        assert cur.execute(SQL("SELECT DISTINCT partition FROM {}").format(table)).fetchall() == [
+            (3,)
+        ]
     stored = {key: (label, words) for key, label, words in rows}
     assert stored[ids[0]] == ("row 0", list(reversed(AWKWARD)))
     assert stored[ids[1]] == ("row 1", [])

@@ -77,7 +77,7 @@ def test_the_narrow_fetch_ranks_as_the_full_pool_does(
             category="preference" if i % 4 else "fact",
         )
     worker.catch_up()
-    reads = Reads(worker.pool, pg_schema)
+    reads = Reads(worker.pool, pg_schema, worker.ledger.partition)
     now = ledger.clock()
     scopes = visible_scopes("learning")
     everything = [

@@ -46,6 +46,7 @@ from projections.sealed import register
 from projections.tracking import LEGACY_TRACKING, TRACKING, Tables, read_positions
 from projections.upgrade import EVENTS, LedgerNotPartitioned
 from projections.worker import ProjectionWorker, ensure_tables
+from tests.projections.old_views import as_before_partitioned_views
 from tests.projections.test_projection_batches import busy_ledger, snapshot
 
 Rows = dict[str, list[tuple[Any, ...]]]
@@ -79,6 +80,7 @@ def _as_released_before(conn: psycopg.Connection[Any], t: Tables, applied: int) 
     """The schema as the release before partitions left it, its projections having applied
     the events up to notification id `applied` (see the module's docstring)."""
     events = t[EVENTS]
+    as_before_partitioned_views(conn, t)  # that release's views had no partition either
     with conn.transaction():
         # Positions in the views and the quarantine: the events' notification ids (negated
         # first: old and new values never meet in a primary key).
@@ -252,7 +254,9 @@ def test_a_ledger_of_the_release_before_partitions_is_partitioned_as_if_written_
     # The projections: translated once (a second start finds nothing to do), their rows too.
     register(pg_schema, again.keys)
     upgraded_worker = ProjectionWorker(again, worker.pool, pg_schema, main_projections())
-    rewritten = ensure_tables(worker.pool, pg_schema, all_projections())
+    rewritten = ensure_tables(
+        worker.pool, pg_schema, all_projections(), partition_of=again.partition
+    )
     assert rewritten == sorted(_POSITION_COLUMNS)
     assert ensure_tables(worker.pool, pg_schema, all_projections()) == []
     with psycopg.connect(database_url, autocommit=True) as conn:

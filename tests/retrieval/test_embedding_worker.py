@@ -91,7 +91,7 @@ def test_a_slow_embedder_holds_back_neither_projections_nor_reads(
     embedding.start()
     services = Services(
         ledger=ledger,
-        reads=Reads(main.pool, main.schema),
+        reads=Reads(main.pool, main.schema, main.ledger.partition),
         metrics=Metrics(),
         jwt_secret=SECRET,
         worker=main,
@@ -150,7 +150,7 @@ def test_vectors_missing_while_the_embedder_failed_are_filled_without_a_rebuild(
     main.catch_up()
     embedding.catch_up()
     assert embedding.backfill() == 0  # still failing: nothing filled, nothing lost
-    reads = Reads(main.pool, main.schema)
+    reads = Reads(main.pool, main.schema, main.ledger.partition)
     before = read_vector_key(reads, "alice").stamp
 
     embedder.down = False

@@ -92,7 +92,7 @@ def test_a_changed_memory_is_re_embedded(
 def _client(worker: ProjectionWorker, ledger: MemoryLedger, embeddings: EmbeddingService) -> Any:
     services = Services(
         ledger=ledger,
-        reads=Reads(worker.pool, worker.schema),
+        reads=Reads(worker.pool, worker.schema, worker.ledger.partition),
         metrics=Metrics(),
         jwt_secret=SECRET,
         worker=worker,

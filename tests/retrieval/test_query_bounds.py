@@ -130,7 +130,7 @@ def search(
         worker.catch_up()
         services = Services(
             ledger=ledger,
-            reads=Reads(worker.pool, worker.schema),
+            reads=Reads(worker.pool, worker.schema, worker.ledger.partition),
             metrics=Metrics(),
             jwt_secret=SECRET,
             worker=worker,

@@ -151,7 +151,7 @@ def test_retrieval_quality_holds_and_nothing_leaks(
     worker.start()
     services = Services(
         ledger=ledger,
-        reads=Reads(worker.pool, pg_schema),
+        reads=Reads(worker.pool, pg_schema, worker.ledger.partition),
         metrics=Metrics(),
         jwt_secret="test-secret-of-at-least-32-bytes-long!",
         worker=worker,

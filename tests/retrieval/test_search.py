@@ -296,7 +296,7 @@ def test_the_total_budget_holds_and_keeps_rank_order() -> None:
 
 @pytest.fixture
 def reads(worker: ProjectionWorker, pg_schema: str) -> Reads:
-    return Reads(worker.pool, pg_schema)
+    return Reads(worker.pool, pg_schema, worker.ledger.partition)
 
 
 def _create(ledger: MemoryLedger, user: str, key: str, scope: Scope, **options: Any) -> UUID:

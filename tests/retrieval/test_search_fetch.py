@@ -76,7 +76,7 @@ def reads(ledger: MemoryLedger, worker: ProjectionWorker, pg_schema: str, clock:
     _memories(ledger, clock)
     worker.catch_up()
     clock.advance(hours=2)  # some memories are now due for review
-    return Reads(worker.pool, pg_schema)
+    return Reads(worker.pool, pg_schema, worker.ledger.partition)
 
 
 @pytest.mark.parametrize("workspace", ["learning", "research"])

@@ -112,7 +112,7 @@ def test_the_matrix_applies_the_rules_of_the_lexical_fetch(
     create(ledger, "tea", "green tea", user="bob")
     main.catch_up()
     embedding.catch_up()
-    reads = Reads(main.pool, main.schema)
+    reads = Reads(main.pool, main.schema, main.ledger.partition)
 
     assert set(similar(reads, service, "tea", clock.now)) == {plain, learning, expiring, goal}
     assert shadowed in similar(reads, service, "diet", clock.now, workspace="research")
@@ -135,7 +135,7 @@ def test_one_load_per_change_and_a_forgotten_memory_is_never_scored(
     coffee = create(ledger, "coffee", "black coffee, no sugar")
     main.catch_up()
     embedding.catch_up()
-    reads = Reads(main.pool, main.schema)
+    reads = Reads(main.pool, main.schema, main.ledger.partition)
     matrices = service.matrices
 
     assert set(similar(reads, service, "tea", clock.now)) == {tea, coffee}
@@ -170,7 +170,7 @@ def test_a_vector_written_later_reaches_the_cached_matrix(
     create(ledger, "tea", "green tea in the morning")
     main.catch_up()
     embedding.catch_up()
-    reads = Reads(main.pool, main.schema)
+    reads = Reads(main.pool, main.schema, main.ledger.partition)
     assert len(similar(reads, service, "tea", clock.now)) == 1
 
     milk = create(ledger, "milk", "oat milk in tea")
@@ -191,7 +191,7 @@ def test_hybrid_search_keeps_working_on_the_cached_matrix(
         create(ledger, f"note_{i}", f"topic{i} word{i % 3}")
     main.catch_up()
     embedding.catch_up()
-    reads = Reads(main.pool, main.schema)
+    reads = Reads(main.pool, main.schema, main.ledger.partition)
     engine = MemorySearch(None, vectors=HybridSource(service))
     cached = [engine(reads, "alice", "learning", f"topic{i}", now=clock.now) for i in range(5)]
     service.matrices.clear()
@@ -218,7 +218,7 @@ def test_a_forgotten_vector_is_nowhere_in_the_database_the_cache_or_the_logs(
     create(ledger, "tea", "green tea")
     main.catch_up()
     embedding.catch_up()
-    reads = Reads(main.pool, main.schema)
+    reads = Reads(main.pool, main.schema, main.ledger.partition)
     assert secret in similar(reads, service, "stamps", clock.now)  # its matrix is cached
     with main.pool.connection() as conn:
         row = conn.execute(
@@ -256,7 +256,7 @@ def test_a_change_refreshes_the_cached_matrix_from_the_changed_rows_only(
     notes = [create(ledger, f"note_{i}", f"topic{i} word{i % 3}") for i in range(8)]
     main.catch_up()
     embedding.catch_up()
-    reads = Reads(main.pool, main.schema)
+    reads = Reads(main.pool, main.schema, main.ledger.partition)
     cached = VectorReads(reads, service.matrices)
     assert service.model_id is not None
     before = cached.user_vectors("alice", service.model_id, DIM)
@@ -304,7 +304,7 @@ def test_a_forget_removes_its_row_from_the_cached_matrix_at_once(
     milk = create(ledger, "milk", "oat milk in tea")
     main.catch_up()
     embedding.catch_up()
-    reads = Reads(main.pool, main.schema)
+    reads = Reads(main.pool, main.schema, main.ledger.partition)
     assert set(similar(reads, service, "tea", clock.now)) == {tea, milk}
 
     ledger.forget_memory("alice", tea)
@@ -332,7 +332,7 @@ def test_a_forget_elsewhere_is_found_by_the_count_of_rows(
     notes = [create(ledger, f"note_{i}", f"topic{i} tea") for i in range(5)]
     main.catch_up()
     embedding.catch_up()
-    reads = Reads(main.pool, main.schema)
+    reads = Reads(main.pool, main.schema, main.ledger.partition)
     assert set(similar(reads, service, "tea", clock.now)) == set(notes)
 
     ledger.forget_memory("alice", notes[2])
@@ -356,7 +356,7 @@ def test_a_forget_racing_a_refresh_never_reaches_the_cached_matrix(
     create(ledger, "tea", "green tea")
     main.catch_up()
     embedding.catch_up()
-    reads = Reads(main.pool, main.schema)
+    reads = Reads(main.pool, main.schema, main.ledger.partition)
     # dense candidates only: what the search returns comes from the matrix
     engine = MemorySearch(None, vectors=HybridSource(service), rows=lambda *_, **__: [])
     assert secret in similar(reads, service, "stamps", clock.now)
@@ -387,15 +387,14 @@ def test_the_keys_read_the_projections_in_the_users_own_partition(
 ) -> None:
     """Tracking has a row per partition: a user's keys compare the projections where that
     user's events are, as packed positions comparable with the rows'. Given the ledger's
-    partition of a user (as the service is) they read that partition; without it the matrix
-    takes the partition of the user's rows and the cache asks every partition."""
+    partition of a user (as the service is) they read that partition."""
     main, _ = workers
     users = ["alice", "bob", "carol", "dave"]  # some in other partitions than alice's
     for user in users:
         create(ledger, "tea", f"green tea for {user}", user=user)
     assert len({ledger.partition(user) for user in users}) > 1
     main.catch_up()
-    for reads in (Reads(main.pool, main.schema, ledger.partition), Reads(main.pool, main.schema)):
+    for reads in (Reads(main.pool, main.schema, ledger.partition),):
         for user in users:
             head = ledger.position(user)
             key = read_vector_key(reads, user)
