@@ -39,9 +39,7 @@ from projections.views import (
 )
 from projections.worker import ProjectionWorker
 
-# With tests/citus/conftest.py (the lead's cluster harness), add `pytest.mark.citus` here:
-# this branch predates that marker (--strict-markers).
-pytestmark = [pytest.mark.integration]
+pytestmark = [pytest.mark.integration, pytest.mark.citus]
 
 _OLD_FEED = (
     "SELECT r.* FROM unnest(%(parts)s::int[], %(after)s::bigint[]) AS c(part, after)"
