@@ -15,7 +15,7 @@ from domain.context import ClaimTaken, Retry, outage_unavailable
 from domain.errors import LedgerUnavailable, MemoryForgotten, NotFound
 from domain.ledger.hashes import KeyedHashes
 from domain.ledger.keystore import DataKeyStore
-from domain.ledger.persistence import recorder
+from domain.ledger.persistence import recorder, routing
 from domain.ledger.persistence.lookups import Lookups
 from domain.ledger.persistence.recorder import LedgerRecorder
 from domain.ledger.persistence.tables import NewDataKey
@@ -65,9 +65,11 @@ class AggregateStore:
             return self._application.repository.get(aggregate_id)
 
     def load(self, cls: type[T], user_id: str, aggregate_id: UUID) -> T:
-        """The user's aggregate of this class (NotFound otherwise)."""
+        """The user's aggregate of this class (NotFound otherwise), read in the user's
+        partition only (one shard on Citus: persistence/routing.py)."""
         try:
-            aggregate = self.get(aggregate_id)
+            with routing.within(self.partition(user_id)):
+                aggregate = self.get(aggregate_id)
         except AggregateNotFoundError:
             raise NotFound(f"{cls.__name__} {aggregate_id} not found") from None
         if not isinstance(aggregate, cls) or getattr(aggregate, "user_id", None) != user_id:
@@ -88,7 +90,8 @@ class AggregateStore:
     def settings(self, user_id: str) -> MemorySettings | None:
         """The user's settings aggregate (None until first changed)."""
         try:
-            settings = self.get(settings_id(user_id))
+            with routing.within(self.partition(user_id)):
+                settings = self.get(settings_id(user_id))
         except AggregateNotFoundError:
             return None
         assert isinstance(settings, MemorySettings)

@@ -33,7 +33,7 @@ from psycopg.sql import SQL, Composable, Identifier, Literal
 
 from domain.context import on_outage
 from domain.ledger.persistence import partitions as partitioning
-from domain.ledger.persistence import pipeline, reads, rekey, upgrade
+from domain.ledger.persistence import pipeline, reads, rekey, routing, upgrade
 from domain.ledger.persistence.notifier import Notifier
 from domain.ledger.persistence.pipeline import Statement, oid
 from domain.ledger.persistence.pool import persistence_error, pinned, with_connection
@@ -311,6 +311,27 @@ class LedgerRecorder(PostgresApplicationRecorder):
             return set()
         rows = reads.fetch_all(self.datastore, self._sql_having_topics, (originator_ids, topics))
         return {UUID(str(row["originator_id"])) for row in rows}
+
+    def select_events(
+        self,
+        originator_id: UUID | str,
+        *,
+        gt: int | None = None,
+        lte: int | None = None,
+        desc: bool = False,
+        limit: int | None = None,
+    ) -> Sequence[StoredEvent]:
+        """The library's read of one aggregate's events, in the partition of the enclosing
+        `routing.within` when there is one (one shard on Citus; persistence/routing.py)."""
+        partition = routing.current()
+        if partition is None:
+            found: Sequence[StoredEvent] = super().select_events(
+                originator_id, gt=gt, lte=lte, desc=desc, limit=limit
+            )
+            return found
+        return routing.select_events_in(
+            self, partition, originator_id, gt=gt, lte=lte, desc=desc, limit=limit
+        )
 
     @on_outage
     def insert_events(
