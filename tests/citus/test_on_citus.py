@@ -73,6 +73,9 @@ from tests.e2e.test_server_e2e import (  # noqa: F401
     test_the_search_tool_finds_what_was_saved_over_http,
 )
 from tests.projections.test_at_rest import forms, page_hits
+from tests.projections.test_leases import (  # noqa: F401  (advisory locks: on the coordinator)
+    test_running_workers_split_the_partitions_and_apply_every_event_once,
+)
 from tests.projections.test_projections import scenario, snapshot
 
 pytestmark = [pytest.mark.integration, pytest.mark.citus]
