@@ -69,9 +69,15 @@ def test_a_worker_added_under_eight_writers_takes_shards_and_loses_nothing(
         check_calls(load.calls, server=server)
         acknowledged_writes_kept(server, load.acknowledged)
         for user in sorted({user for user, _ in load.acknowledged}):
+            ids: list[str] = []
+            cursor = None
             with server.client(user) as client:
-                listed = until_answered(client, "/me/core-memories", {"limit": 1000})["items"]
-            ids = [item["memory_id"] for item in listed]
+                while True:
+                    params: dict[str, Any] = {"limit": 200} | ({"cursor": cursor} if cursor else {})
+                    page = until_answered(client, "/me/core-memories", params)
+                    ids += [item["memory_id"] for item in page["items"]]
+                    if not (cursor := page["next_cursor"]):
+                        break
             assert len(ids) == len(set(ids))  # each exactly once
             mine = {memory_id for who, memory_id in load.acknowledged if who == user}
             assert mine <= set(ids)
