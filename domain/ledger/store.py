@@ -178,7 +178,8 @@ class AggregateStore:
         partition: int | None,
         changes: dict[str, Any],
     ) -> dict[str, Any]:
-        """The partitions of a save's events and side-table rows (LedgerRecorder._transaction)."""
+        """The partitions of a save's events and side-table rows (LedgerRecorder._transaction,
+        SideTables.add)."""
         partitions: dict[Any, int] = {a.id: self.partition(a.user_id) for a in aggregates}
         named = [*new_keys, *changes.get("claims", ()), *changes.get("fingerprints", ())]
         users = {row.user_id for row in named} | set(changes.get("shred_users", ()))

@@ -6,8 +6,13 @@ eventsourcing.postgres or any library's internals (import-linter enforces the im
                 after the master keys held (MemoryLedger names it in its env: PERSISTENCE_MODULE)
     sessions    the session names, and the ledger sessions connected to a schema (pg_stat_activity)
     recorder    LedgerRecorder: writes events and side-table rows in one transaction;
-                `record`: a save past Application.save; `lost_claim`: which constraint failed
-    pipeline    one write as one libpq pipeline of prepared statements
+                `record`: a save past Application.save
+    side_tables the side-table statements of a save (keys, claims, fingerprints, shredding,
+                the revocation note) and how a save adds them to its transaction
+    violations  which constraint a failed save violated (`lost_claim`, `stale_key`)
+    ddl         the recorder's DDL (the library's events table reworked for partitions, the
+                side tables) and the probe that skips it once it ran
+    pipeline    one write (a `Transaction`) as one libpq pipeline of prepared statements
     pool        connection pools (the ledger's, the workers' and the API's read pool) that
                 replace dropped connections and wait no longer than the caller's deadline, and
                 a save's connection taken straight from the pool (`with_connection`), or the
@@ -78,7 +83,7 @@ package's source (private attributes and modules, class swaps); their public ext
   test_saving.py::test_the_bypass_and_the_librarys_save_write_the_same_events_and_rows,
   test_saving.py::test_with_an_aggregate_cache_the_librarys_save_runs_and_keeps_the_cache.
 - psycopg's `Diagnostic.constraint_name`, reached through the `__cause__` the library chains to
-  its IntegrityError (recorder.lost_claim):
+  its IntegrityError (violations.lost_claim):
   test_ledger_concurrency.py::test_twenty_creates_of_the_same_key_make_one_memory.
 - The JSONTranscoder's public `encoder` and `decoder` attributes, read for a JSONEncoder of the
   same configuration (without the circular-reference memo) and for the decoder's `raw_decode`

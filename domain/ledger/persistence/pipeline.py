@@ -1,12 +1,12 @@
 """One write as one libpq pipeline of prepared statements: one round trip, plans made once.
 
-`run(conn, steps)` sends BEGIN, the steps and COMMIT back to back with a single Sync and
-returns the steps' results; a failing step's error is raised as psycopg raises it, after the
-transaction was rolled back. Each `Statement` has `$1`.. placeholders of declared types
-(`oid("uuid")`, `oid("text[]")`) and is prepared once per connection. The connection must be
-idle and in autocommit mode; it is left so. Named prepared statements need a session of one's
-own (not PgBouncer transaction pooling older than 1.21). Why it is built this way, and what it
-measured: docs/ledger.md.
+`run(conn, steps)` (a `Transaction`'s steps) sends BEGIN, the steps and COMMIT back to back
+with a single Sync and returns the steps' results; a failing step's error is raised as psycopg
+raises it, after the transaction was rolled back. Each `Statement` has `$1`.. placeholders of
+declared types (`oid("uuid")`, `oid("text[]")`) and is prepared once per connection. The
+connection must be idle and in autocommit mode; it is left so. Named prepared statements need a
+session of one's own (not PgBouncer transaction pooling older than 1.21). Why it is built this
+way, and what it measured: docs/ledger.md.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from psycopg.adapt import PyFormat, Transformer
 from psycopg.postgres import types
 from psycopg.waiting import Ready, Wait
 
-__all__ = ["Statement", "oid", "run"]
+__all__ = ["Statement", "Transaction", "oid", "run"]
 
 _BINARY: Final = pq.Format.BINARY
 _COMMAND_OK: Final = pq.ExecStatus.COMMAND_OK
@@ -74,6 +74,19 @@ class Statement:
             tx.set_dumper_types(self.param_types, _BINARY)
             cached = transformers[self.name] = (tx, [PyFormat.BINARY] * len(params))
         return cached[0].dump_sequence(params, cached[1])
+
+
+class Transaction:
+    """The statements of one write, in order, each with its parameters (`run`'s steps)."""
+
+    __slots__ = ("steps",)
+
+    def __init__(self) -> None:
+        self.steps: list[tuple[Statement, tuple[Any, ...]]] = []
+
+    def add(self, statement: Statement, *params: Any) -> None:
+        """Append one statement; `params` fill its placeholders in order."""
+        self.steps.append((statement, params))
 
 
 _BEGIN: Final = Statement(b"BEGIN")

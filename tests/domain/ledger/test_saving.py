@@ -101,7 +101,7 @@ def test_with_an_aggregate_cache_the_librarys_save_runs_and_keeps_the_cache(
 def test_a_violation_reported_by_a_citus_worker_is_recognised_by_its_constraint() -> None:
     """On Citus the coordinator passes on the worker's message, not the constraint's name, and
     the name is the shard's (`_<shard id>` appended): a lost claim and a stale key are still
-    told apart (LedgerRecorder's `_constraint`)."""
+    told apart (persistence/violations.py's `_constraint`)."""
 
     class Diag:
         constraint_name = None
