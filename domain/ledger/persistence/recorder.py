@@ -192,14 +192,14 @@ class LedgerRecorder(PostgresApplicationRecorder):
         """The library's read of one aggregate's events, in the partition of the enclosing
         `routing.within` when there is one (one shard on Citus; persistence/routing.py)."""
         partition = routing.current()
+        found: Sequence[StoredEvent]
         if partition is None:
-            found: Sequence[StoredEvent] = super().select_events(
-                originator_id, gt=gt, lte=lte, desc=desc, limit=limit
+            found = super().select_events(originator_id, gt=gt, lte=lte, desc=desc, limit=limit)
+        else:
+            found = routing.select_events_in(
+                self, partition, originator_id, gt=gt, lte=lte, desc=desc, limit=limit
             )
-            return found
-        return routing.select_events_in(
-            self, partition, originator_id, gt=gt, lte=lte, desc=desc, limit=limit
-        )
+        return found
 
     @on_outage
     def insert_events(

@@ -18,7 +18,8 @@ from contextvars import ContextVar
 from typing import Any
 from uuid import UUID
 
-from eventsourcing.persistence import StoredEvent
+from eventsourcing.persistence import InterfaceError, OperationalError, StoredEvent
+from eventsourcing.utils import retry
 from psycopg.sql import SQL, Composed
 
 __all__ = ["current", "select_events_in", "within"]
@@ -41,6 +42,7 @@ def current() -> int | None:
     return _HINT.get()
 
 
+@retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)  # as the library's
 def select_events_in(
     recorder: Any,
     partition: int,
@@ -52,7 +54,8 @@ def select_events_in(
     limit: int | None,
 ) -> list[StoredEvent]:
     """The library's `select_events`, in one partition (the same statement with
-    `AND partition = %s`, through the recorder's public statement and datastore)."""
+    `AND partition = %s`, through the recorder's public statement and datastore), retried on a
+    dropped connection as the library's own is."""
     statement: Composed = recorder.select_events_statement + SQL(" AND partition = %s")
     params: list[Any] = [originator_id, partition]
     if gt is not None:
