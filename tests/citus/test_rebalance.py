@@ -10,6 +10,7 @@ holds shards.
 
 from __future__ import annotations
 
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -20,12 +21,15 @@ import pytest
 from tests.citus.cluster import CitusCluster
 from tests.e2e.test_server_e2e import free_port
 from tests.faults.harness import (
+    Call,
     FaultServer,
     Load,
     acknowledged_writes_kept,
     check_calls,
+    create,
     projections_rebuilt,
     server_env,
+    timed,
     until_answered,
 )
 
@@ -43,6 +47,32 @@ def shards_per_node(url: str, schema: str) -> dict[int, int]:
     return {int(port): int(count) for port, count in rows}
 
 
+class Forgetter(threading.Thread):
+    """Creates and forgets memories, and reads the audit trail, until stopped: forgets and
+    audit reads go on while shards move. Keeps every call, and the ids it forgot (410 after)."""
+
+    def __init__(self, server: FaultServer) -> None:
+        super().__init__(daemon=True)
+        self.server, self.calls, self.forgotten = server, list[Call](), list[str]()
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        with (
+            self.server.client("forgetter") as user,
+            self.server.client("audrey", roles=["auditor"]) as auditor,
+        ):
+            while not self.stop.is_set():
+                call, body = create(user)
+                self.calls.append(call)
+                if call.status in (200, 201):
+                    gone, _ = timed(user, "DELETE", f"/me/core-memories/{body['memory_id']}")
+                    self.calls.append(gone)
+                    if gone.status == 204:
+                        self.forgotten.append(body["memory_id"])
+                self.calls.append(timed(auditor, "GET", "/audit/events", params={"limit": 20})[0])
+                self.stop.wait(0.05)
+
+
 def test_a_worker_added_under_eight_writers_takes_shards_and_loses_nothing(
     cluster: CitusCluster, pg_schema: str, master_key: str, tmp_path: Path
 ) -> None:
@@ -54,7 +84,9 @@ def test_a_worker_added_under_eight_writers_takes_shards_and_loses_nothing(
         tmp_path / "serve.log",
     )
     server.start()
+    forgetter = Forgetter(server)
     try:
+        forgetter.start()
         with Load(server, writers=8, readers=1) as load:
             time.sleep(2.0)
             added = cluster.add_worker(free_port())
@@ -65,8 +97,15 @@ def test_a_worker_added_under_eight_writers_takes_shards_and_loses_nothing(
                     "SELECT state FROM citus_rebalance_status() ORDER BY job_id DESC LIMIT 1"
                 ).fetchall()
             time.sleep(1.0)  # writes after the moves too
+        forgetter.stop.set()
+        forgetter.join(timeout=60)
         assert jobs and jobs[0][0] == "finished", jobs
         check_calls(load.calls, server=server)
+        check_calls([c for c in forgetter.calls if c.status != 204], server=server)
+        assert forgetter.forgotten, "no forget went through"
+        with server.client("forgetter") as user:
+            for memory_id in forgetter.forgotten:
+                assert user.get(f"/me/core-memories/{memory_id}").status_code == 410
         acknowledged_writes_kept(server, load.acknowledged)
         for user in sorted({user for user, _ in load.acknowledged}):
             ids: list[str] = []
