@@ -9,7 +9,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-__all__ = ["insert_raw_event"]
+__all__ = ["insert_raw_event", "number_as_released_before"]
 
 
 def insert_raw_event(
@@ -37,3 +37,34 @@ def insert_raw_event(
     ).fetchone()
     assert row is not None, f"no partition {partition}"
     return int(row[0])
+
+
+def number_as_released_before(conn: psycopg.Connection[Any], schema: str, events: str) -> None:
+    """Give every event the notification id the releases before issue 27 gave it (this one
+    gives none: domain/ledger/persistence/partitions.py, `insert_event`): one global sequence
+    in commit order (a partition's positions in order, partitions merged by their commit
+    times), the column NOT NULL with its sequence default, as `bigserial` made it."""
+    table = sql.SQL("{}.{}").format(sql.Identifier(schema), sql.Identifier(events))
+    sequence = sql.SQL("{}.{}").format(
+        sql.Identifier(schema), sql.Identifier(f"{events}_notification_id_seq")
+    )
+    conn.execute(sql.SQL("CREATE SEQUENCE IF NOT EXISTS {}").format(sequence))
+    conn.execute(
+        sql.SQL(
+            "UPDATE {0} AS e SET notification_id = n.id FROM (SELECT originator_id,"
+            " originator_version, row_number() OVER (ORDER BY recorded_at, partition, position)"
+            " AS id FROM {0}) AS n WHERE e.originator_id = n.originator_id"
+            " AND e.originator_version = n.originator_version AND e.notification_id IS NULL"
+        ).format(table)
+    )
+    conn.execute(
+        sql.SQL("SELECT setval({}, greatest((SELECT max(notification_id) FROM {}), 1))").format(
+            sql.Literal(f'"{schema}"."{events}_notification_id_seq"'), table
+        )
+    )
+    conn.execute(
+        sql.SQL(
+            "ALTER TABLE {} ALTER COLUMN notification_id SET NOT NULL,"
+            " ALTER COLUMN notification_id SET DEFAULT nextval({})"
+        ).format(table, sql.Literal(f'"{schema}"."{events}_notification_id_seq"'))
+    )

@@ -39,7 +39,8 @@ def test_an_outage_while_decoding_is_raised_and_the_event_applied_once_it_is_ove
     # event's own key fetch is what meets the outage.
     monkeypatch.setattr(type(ledger.mapper.keys), "refresh", lambda *_, **__: None)
 
-    notes = ledger.recorder.select_notifications(1, 10)
+    recorder = ledger.store.recorder()
+    notes = [n for p in range(recorder.partitions) for n in recorder.read_partition(p, 0, 10)]
     with pytest.raises((LedgerUnavailable, persistence.OperationalError)):
         decode_batch(ledger.mapper, notes)
     with pytest.raises((LedgerUnavailable, persistence.OperationalError)):

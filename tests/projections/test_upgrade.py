@@ -48,6 +48,7 @@ from projections.upgrade import EVENTS, LedgerNotPartitioned
 from projections.worker import ProjectionWorker, ensure_tables
 from tests.projections.old_views import as_before_partitioned_views
 from tests.projections.test_projection_batches import busy_ledger, snapshot
+from tests.raw_events import number_as_released_before
 
 Rows = dict[str, list[tuple[Any, ...]]]
 _POSITION_COLUMNS = {  # the views whose rows hold positions, and the tables holding them
@@ -82,6 +83,7 @@ def _as_released_before(conn: psycopg.Connection[Any], t: Tables, applied: int) 
     events = t[EVENTS]
     as_before_partitioned_views(conn, t)  # that release's views had no partition either
     with conn.transaction():
+        number_as_released_before(conn, t.schema, t.name(EVENTS))
         # Positions in the views and the quarantine: the events' notification ids (negated
         # first: old and new values never meet in a primary key).
         packed = sql.SQL("e.position * 1024 + e.partition")
@@ -200,7 +202,9 @@ def test_a_ledger_of_the_release_before_partitions_is_partitioned_as_if_written_
     worker = make_worker(main_projections())
     worker.catch_up()
     with psycopg.connect(database_url, autocommit=True) as conn:
-        row = conn.execute(sql.SQL("SELECT max(notification_id) FROM {}").format(t[EVENTS]))
+        # The notification id the old release gave the last of them: it numbered events in
+        # commit order, as `_as_released_before` does (number_as_released_before).
+        row = conn.execute(sql.SQL("SELECT count(*) FROM {}").format(t[EVENTS]))
         applied = row.fetchone()[0]  # type: ignore[index]
         tracked = read_positions(conn, t)
         kept = _views(snapshot(conn, t))

@@ -45,6 +45,10 @@ class LedgerRecorder(PostgresApplicationRecorder):
     A save is one transaction sent as one pipeline of prepared statements (see
     `pipeline`): side tables first, then the events, each taking its partition's head. One
     round trip; it commits whole or not at all, and leaves the connection idle either way.
+
+    Events are read by partition (`read_partition`, `heads`): the library's global
+    `select_notifications` and `max_notification_id` see only events written before
+    partitions, which alone carry a notification id (partitions.insert_event).
     """
 
     def __init__(self, datastore: PostgresDatastore, *, events_table_name: str = "stored_events"):
@@ -63,12 +67,11 @@ class LedgerRecorder(PostgresApplicationRecorder):
         # row's lock orders a partition's commits, where the library locks the whole events
         # table); the workers are woken after the commit (persistence/notifier.py).
         self.notifier = Notifier(datastore, self.channel_name)
-        insert_event, types = partitioning.insert_event(
+        bump, bump_types, insert, insert_types = partitioning.insert_event(
             schema, self.events_table_name, datastore.originator_id_type
         )
-        self._insert_event = Statement(
-            render(insert_event), tuple(oid(name) for name in types.split())
-        )
+        self._bump_head = Statement(render(bump), tuple(oid(n) for n in bump_types.split()))
+        self._insert_event = Statement(render(insert), tuple(oid(n) for n in insert_types.split()))
         self._sql_partition = render(partitioning.select_partition(schema, self.events_table_name))
         self._sql_heads = render(partitioning.select_heads(schema))
         self._sql_legacy = render(
@@ -272,6 +275,7 @@ class LedgerRecorder(PostgresApplicationRecorder):
         self.side_tables.add(tx, **changes)
         if stored_events:
             for partition, e in stored_events:
+                tx.add(self._bump_head, partition)
                 tx.add(
                     self._insert_event,
                     e.originator_id,
@@ -285,9 +289,10 @@ class LedgerRecorder(PostgresApplicationRecorder):
     def _positions(
         self, results: Sequence[Any], placed: Sequence[tuple[int, int]]
     ) -> dict[int, int]:
-        """Each inserted event's ledger position, by its index in the save (the inserts come
-        last, in `placed` order: (partition, index))."""
-        ids = [int(r.get_value(0, 0)) for r in results[-len(placed) :] if r.ntuples == 1]
+        """Each inserted event's ledger position, by its index in the save (the events come
+        last, in `placed` order: (partition, index), each a head's UPDATE and the INSERT
+        returning the position)."""
+        ids = [int(r.get_value(0, 0)) for r in results[-2 * len(placed) :] if r.ntuples == 1]
         if len(ids) != len(placed):
             msg = f"got {len(ids)} positions for {len(placed)} events"
             raise ProgrammingError(msg)

@@ -232,6 +232,11 @@ def _rekey_events(conn: Connection[Any], schema: str, events: str) -> None:
             target, Identifier(f"{events}_pkey")
         ),
         SQL("DROP INDEX IF EXISTS {}").format(table(schema, f"{events}_notification_id_idx")),
+        # New events have no notification id (partitions.insert_event says why).
+        SQL(
+            "ALTER TABLE {} ALTER COLUMN notification_id DROP DEFAULT,"
+            " ALTER COLUMN notification_id DROP NOT NULL"
+        ).format(target),
     ]
     if not _constraint_exists(conn, schema, events_key(events)):
         statements.append(

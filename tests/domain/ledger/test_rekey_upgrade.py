@@ -25,6 +25,7 @@ from domain.ledger.ledger import MemoryLedger
 from domain.ledger.persistence import rekey
 from domain.ledger.persistence.tables import DATA_KEYS, FINGERPRINTS, KEY_CLAIMS, LEDGER_PARTITION
 from domain.model.values import Scope
+from tests.raw_events import number_as_released_before
 
 _OLD_SIDE_TABLES = [  # the previous release's create_statements("SCHEMA"), verbatim
     'CREATE TABLE IF NOT EXISTS "SCHEMA"."memledger_data_keys" ( key_id uuid PRIMARY KEY,'
@@ -122,6 +123,7 @@ def _as_released_before(conn: psycopg.Connection[Any], schema: str, events: str)
                     _t(schema, name), sql.SQL(_COLUMNS[name]), sql.Identifier(f"old_{name}")
                 )
             )
+        number_as_released_before(conn, schema, events)
         table = _t(schema, events)
         conn.execute(
             sql.SQL(
