@@ -24,7 +24,7 @@ export async function renderDetail(ctx, main) {
   const view = { memory, edit: null };
   draw(ctx, main, view);
   // A change elsewhere (the change feed): show the new state unless an edit is open.
-  ctx.refresher = async () => {
+  const refresher = async () => {
     if (view.edit) return;
     try {
       const fresh = (await ctx.api.getMemory(view.memory.memory_id)).data;
@@ -32,8 +32,11 @@ export async function renderDetail(ctx, main) {
     } catch {
       // forgotten elsewhere, or gone: the redraw shows what the server says now
     }
+    // The page moved on while this asked (e.g. forgotten here: the tombstone has the focus).
+    if (ctx.refresher !== refresher) return;
     await ctx.redraw();
   };
+  ctx.refresher = refresher;
 }
 
 function draw(ctx, main, view) {

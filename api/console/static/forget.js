@@ -38,6 +38,7 @@ export function confirmForget(ctx, main, view) {
 }
 
 async function forget(ctx, main, view) {
+  ctx.refresher = null; // this page forgets it: the change feed's news of it must not redraw
   try {
     await ctx.api.forgetMemory(view.memory.memory_id);
   } catch (error) {
