@@ -10,7 +10,7 @@ is a function, not a distributed table), so the feed sends one statement per par
 (projections/views/audit_feed.py); this module pins that refusal.
 
 Runs where the schema's views are distributed (tests/citus/conftest.py distributes each
-test's schema on the cluster); skipped on a plain PostgreSQL.
+test's schema on the cluster, and skips where Citus is absent).
 """
 
 from __future__ import annotations
@@ -94,8 +94,7 @@ def test_the_old_audit_feed_statement_is_refused_and_each_partitions_is_read(
     ledger: MemoryLedger, worker: ProjectionWorker, database_url: str, pg_schema: str
 ) -> None:
     users = _story(ledger, worker)
-    if not _distributed(database_url, pg_schema):
-        pytest.skip("the views are not distributed here (a plain PostgreSQL)")
+    assert _distributed(database_url, pg_schema)  # tests/citus/conftest.py distributed it
     t = Tables(pg_schema)
     parts = sorted(ledger.heads())
     with psycopg.connect(database_url, autocommit=True) as conn:
@@ -115,8 +114,7 @@ def test_each_read_of_a_user_runs_on_one_shard(
     ledger: MemoryLedger, worker: ProjectionWorker, database_url: str, pg_schema: str
 ) -> None:
     users = _story(ledger, worker)
-    if not _distributed(database_url, pg_schema):
-        pytest.skip("the views are not distributed here (a plain PostgreSQL)")
+    assert _distributed(database_url, pg_schema)  # tests/citus/conftest.py distributed it
     user = users[0]
     memory = Reads(worker.pool, pg_schema, ledger.partition).memories(user).items[0]
     src = _Recorded(Tables(pg_schema), ledger)
