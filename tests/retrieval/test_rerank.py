@@ -4,6 +4,7 @@ budget and the request deadline kept, the CrossEncoder's clear errors, the setti
 from __future__ import annotations
 
 import math
+import re
 import socket
 import sys
 import threading
@@ -122,7 +123,11 @@ def test_the_request_deadline_shortens_the_budget() -> None:
         assert reranker.rerank(Query.of("x"), FUSED) is None
     assert time.perf_counter() - started < 0.4
     state = reranker.state()
-    assert state.timeouts == 1 and not state.available and state.error == "no answer within 50 ms"
+    assert state.timeouts == 1 and not state.available
+    # the budget is what was left of the deadline when the call began: 50 ms, or a little less
+    # on a loaded host
+    waited = re.fullmatch(r"no answer within (\d+) ms", state.error or "")
+    assert waited is not None and 30 <= int(waited.group(1)) <= 50
 
 
 def test_after_a_failure_it_is_left_alone_for_retry_after_seconds() -> None:
