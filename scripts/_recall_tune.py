@@ -16,11 +16,13 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import math
 import pathlib
 import pickle
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from statistics import NormalDist
 from typing import Any
 
 import numpy as np
@@ -193,26 +195,32 @@ def ece(
 
 
 def choose_threshold(
-    qs: list[Q], score: Callable[[Q], Any], platt: tuple[float, float], loss: float = 0.01
+    qs: list[Q],
+    score: Callable[[Q], Any],
+    platt: tuple[float, float],
+    loss: float = 0.01,
+    confidence: float = 0.95,
 ) -> float:
-    """The highest threshold at which at most `loss` of the answerable queries lose their answer
-    (an expected memory returned without it, none with it)."""
+    """The threshold at which at most `loss` of answerable queries lose their answer, with
+    `confidence`: the lower confidence bound of the `loss` quantile of the answers' fused score
+    (each answerable query's best-ranked expected memory in its top 5), a normal fitted to them.
+
+    Not the lowest answer seen: that extreme of 183 tuning queries (0.011) lost 3.6 % of the test
+    split's answers and 0.7 % of the older set's. The quantile's standard error is the normal
+    one, sd * sqrt(1/n + z^2 / (2 (n - 1)))."""
     best = []
     for d in qs:
-        exp = d["q"]["expected"]
-        if not exp:
-            continue
         s = score(d)
         top = np.argsort(-s, kind="stable")[:5]
-        r = relevance(s, platt)
-        found = [r[i] for i in top if d["labels"][i] in exp]
+        found = [s[i] for i in top if d["labels"][i] in d["q"]["expected"]]
         if found:
             best.append(max(found))
-    answerable = sum(1 for d in qs if d["q"]["expected"])
-    allowed = int(np.floor(loss * answerable))
-    ordered = np.sort(np.array(best))
-    # losing the `allowed` lowest is fine: the threshold sits just at the next one, rounded down
-    return float(np.floor(ordered[allowed] * 1000) / 1000)
+    scores = np.array(best)
+    n, mean, sd = len(scores), float(scores.mean()), float(scores.std(ddof=1))
+    z = NormalDist().inv_cdf(loss)
+    error = sd * math.sqrt(1 / n + z * z / (2 * (n - 1)))
+    bound = mean + z * sd - NormalDist().inv_cdf(confidence) * error
+    return float(np.floor(relevance(np.array(bound), platt) * 1000) / 1000)  # rounded down
 
 
 def row(name: str, m: dict[str, float]) -> str:
@@ -275,7 +283,7 @@ def main() -> None:
         "\n" + row("old set: weighted", metrics(old, weighted(w))),
     )
     platt = fit_platt(tune, weighted(w)) if args.fit else (kept.platt_a, kept.platt_b)
-    threshold = choose_threshold(tune, weighted(w), platt, 0.0) if args.fit else kept.threshold
+    threshold = choose_threshold(tune, weighted(w), platt) if args.fit else kept.threshold
     print("platt", platt, "threshold", threshold)
     for s in ("tuning", "validation", "old"):
         print(
