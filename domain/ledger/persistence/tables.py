@@ -219,7 +219,7 @@ def key_check(raw: bytes) -> bytes:
 
     Stored beside the wrapped key, it tells which key a row was made with and reveals nothing
     of the key itself (a key check value, as key-management systems keep)."""
-    return hmac.digest(raw, b"memledger:key-check", "sha256")[:16]
+    return hmac.new(raw, b"memledger:key-check", "sha256").digest()[:16]  # see keyed_hash
 
 
 def revocation_channel(schema: str) -> str:
