@@ -1,6 +1,7 @@
 """A process starting beside a running worker (a rolling restart) creates the projection tables
 without deadlocking with the worker's batch: each DDL statement commits on its own, so the
-start never holds one table's lock while it waits for another's."""
+start never holds one table's lock while it waits for another's. A new schema's tables are made
+in one transaction, the same as statement by statement."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import psycopg
 from psycopg import sql
 from psycopg_pool import ConnectionPool
 
+from projections import startup
 from projections.registry import all_projections
 from projections.tracking import Tables
 from projections.worker import ensure_tables
@@ -87,3 +89,50 @@ def test_a_start_beside_a_locked_table_skips_its_maintenance_and_warns(
     assert any(
         "search_terms" in r.getMessage() and "skipped" in r.getMessage() for r in caplog.records
     )
+
+
+def _catalog(conn: psycopg.Connection[Any], schema: str) -> list[tuple[Any, ...]]:
+    """The schema's tables, columns, indexes and storage options, as comparable rows."""
+    columns = conn.execute(
+        "SELECT table_name, column_name, data_type, is_nullable, column_default"
+        " FROM information_schema.columns WHERE table_schema = %s ORDER BY 1, 2",
+        (schema,),
+    ).fetchall()
+    indexes = conn.execute(
+        "SELECT tablename, indexname, replace(indexdef, %s, 'S') FROM pg_indexes"
+        " WHERE schemaname = %s ORDER BY 1, 2",
+        (schema, schema),
+    ).fetchall()
+    options = conn.execute(
+        "SELECT c.relname, c.reloptions FROM pg_class c JOIN pg_namespace n"
+        " ON n.oid = c.relnamespace WHERE n.nspname = %s ORDER BY 1",
+        (schema,),
+    ).fetchall()
+    return [*columns, *indexes, *options]
+
+
+def test_a_new_schemas_one_transaction_makes_what_statement_by_statement_makes(
+    database_url: str, pg_schema: str, monkeypatch: Any
+) -> None:
+    other = f"{pg_schema}_b"
+    with ConnectionPool(database_url, min_size=1, max_size=2, open=True) as pool:
+        with psycopg.connect(database_url, autocommit=True) as conn:
+            conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(other)))
+        try:
+            made_at_once: list[str] = []
+            original = startup._create_all
+            monkeypatch.setattr(
+                startup,
+                "_create_all",
+                lambda *args: (made_at_once.append("yes"), original(*args))[1],
+            )
+            ensure_tables(pool, pg_schema, all_projections())  # a new schema: at once
+            assert made_at_once == ["yes"]
+            monkeypatch.setattr(startup, "_none_exist", lambda *args: False)
+            ensure_tables(pool, other, all_projections())  # statement by statement
+            with psycopg.connect(database_url, autocommit=True) as conn:
+                assert _catalog(conn, pg_schema) == _catalog(conn, other)
+                assert _catalog(conn, pg_schema)
+        finally:
+            with psycopg.connect(database_url, autocommit=True) as conn:
+                conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(other)))
