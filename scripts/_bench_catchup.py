@@ -16,12 +16,11 @@ import time
 from typing import Any
 
 import psycopg
-from psycopg import sql
 
 from api.bootstrap import build_ledger, build_worker
 from api.settings import Settings
 from projections.registry import main_projections
-from projections.tracking import TRACKING, Tables
+from projections.tracking import Tables, read_positions
 
 __all__ = ["catch_up_in_processes"]
 
@@ -71,14 +70,7 @@ def catch_up_in_processes(
 def _caught_up(
     conn: psycopg.Connection[Any], schema: str, names: list[str], heads: dict[int, int]
 ) -> bool:
-    tracking = Tables(schema)[TRACKING]
-    rows = conn.execute(
-        sql.SQL("SELECT projection, partition, position FROM {} WHERE projection = ANY(%s)").format(
-            tracking
-        ),
-        (names,),
-    ).fetchall()
-    positions = {(name, partition): position for name, partition, position in rows}
+    positions = read_positions(conn, Tables(schema))
     return all(
         positions.get((name, partition), 0) >= head
         for name in names

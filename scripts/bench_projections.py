@@ -649,17 +649,12 @@ def drop_read_side(url: str, schema: str) -> None:
 
 
 def catch_up_shared(
-    settings: Settings,
-    ledger: MemoryLedger,
-    worker: ProjectionWorker,
-    url: str,
-    heads: dict[int, int],
-    args: argparse.Namespace,
+    settings: Settings, url: str, heads: dict[int, int], processes: int
 ) -> dict[str, Any]:
     """The live tables emptied (all but embeddings, which keeps its rows) and caught up again
-    by `--catch-up-processes` processes; the result checked equal to the first catch-up's."""
+    by `processes` processes; the result checked equal to the first catch-up's."""
     main = main_projections()
-    before = {p.name: table_digest(url, settings.db_schema, p) for p in main}
+    before = table_digests(url, settings.db_schema, main)
     tables = Tables(settings.db_schema)
     with psycopg.connect(url, autocommit=True) as conn, conn.transaction():
         for projection in main:
@@ -668,25 +663,23 @@ def catch_up_shared(
         conn.execute(
             sql.SQL("DELETE FROM {} WHERE projection <> 'embeddings'").format(tables[TRACKING])
         )
-    shared = catch_up_in_processes(settings, url, heads, args.catch_up_processes)
-    after = {p.name: table_digest(url, settings.db_schema, p) for p in main}
+    shared = catch_up_in_processes(settings, url, heads, processes)
+    after = table_digests(url, settings.db_schema, main)
     shared["identical"] = before == after
     shared["differences"] = sorted(name for name in before if before[name] != after[name])
     return shared
 
 
-def table_digest(url: str, schema: str, projection: Projection) -> list[str]:
-    """An order-free digest of each of the projection's tables (md5 of its sorted rows)."""
+def table_digests(url: str, schema: str, projections: list[Projection]) -> dict[str, list[str]]:
+    """Per projection, an order-free digest of each of its tables (md5 of its sorted rows)."""
     tables = Tables(schema)
-    digests = []
+    digest = sql.SQL("SELECT md5(string_agg(r::text, '|' ORDER BY r::text)) FROM {} r")
+    digests: dict[str, list[str]] = {}
     with psycopg.connect(url, autocommit=True) as conn:
-        for logical in projection.tables:
-            row = conn.execute(
-                sql.SQL("SELECT md5(string_agg(r::text, '|' ORDER BY r::text)) FROM {} r").format(
-                    tables[logical]
-                )
-            ).fetchone()
-            digests.append(str(row[0] if row else None))
+        for projection in projections:
+            for logical in projection.tables:
+                row = conn.execute(digest.format(tables[logical])).fetchone()
+                digests.setdefault(projection.name, []).append(str(row[0] if row else None))
     return digests
 
 
@@ -940,7 +933,7 @@ def bench(url: str, schema: str, args: argparse.Namespace) -> dict[str, Any]:
         ProjectionWorker(ledger, worker.pool, schema, select(["embeddings"])).catch_up()
         if args.catch_up_processes > 1:
             say(f"again from empty tables, by {args.catch_up_processes} processes (leases)")
-            data["catch_up_shared"] = catch_up_shared(settings, ledger, worker, url, heads, args)
+            data["catch_up_shared"] = catch_up_shared(settings, url, heads, args.catch_up_processes)
 
         names = args.projections
         data["projections"] = names
