@@ -136,13 +136,20 @@ def _table(schema: str) -> str:
 def opened_rows(
     rows: list[dict[str, Any]], seal: RowSeal, query_hashes: Mapping[int, str], query: Query
 ) -> list[dict[str, Any]]:
-    """search_terms rows opened for ranking `query` (`open_search_rows`); with a phrase, each
-    row's content normalised once, since every judgement of a row tests the phrase."""
+    """search_terms rows opened for ranking `query` (`open_search_rows`; `query_hashes`: of
+    `hashed_terms`); with a phrase, each row's content normalised once, since every judgement
+    of a row tests the phrase."""
     found = open_search_rows(rows, seal, query_hashes)
     if query.phrase:
         for row in found:
             row["normal"] = normalise_content(row["content"])
     return found
+
+
+def hashed_terms(seal: RowSeal, user_id: str, query: Query) -> dict[int, str]:
+    """Each of the query's terms by its stored hash (`term_hashes`) for this user."""
+    terms = list(query.terms)
+    return dict(zip(term_hashes(seal, user_id)(terms), terms, strict=True))
 
 
 def _fetch(
@@ -183,7 +190,7 @@ def _fetch(
         category is not None,
     )
 
-    query_hashes = dict(zip(params["all"], q.terms, strict=True))
+    query_hashes = dict(zip(params["all"], q.terms, strict=True))  # as `hashed_terms`
 
     def run(statement: bytes, **limits: int) -> list[dict[str, Any]]:
         fetched = cur.execute(statement, params | limits, prepare=PREPARE).fetchall()

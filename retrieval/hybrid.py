@@ -27,7 +27,7 @@ from retrieval.fusion import WEIGHTS
 from retrieval.glossary import Evidence, shared_glossary
 from retrieval.query import Query
 from retrieval.vectors.service import EmbeddingService, Vectors
-from retrieval.vectors.store import VectorReads
+from retrieval.vectors.store import VectorReads, visible_rows
 
 __all__ = ["VECTOR_POOL", "Dense", "HybridSource"]
 
@@ -90,7 +90,10 @@ class HybridSource:
             return None
         store = VectorReads(reads, self.service.matrices)
         dim = self.service.dimension
+        # While the query is embedded: the user's matrix, its visible rows, the query's units.
         matrix = store.user_vectors(user_id, model, dim) if dim is not None else None
+        shown = visible_rows(matrix, scopes, now, category) if matrix is not None else None
+        dictionary = Evidence(shared_glossary(), query.normal, WEIGHTS.translated)
         query_vector = vector()
         if query_vector is None:
             return None
@@ -104,6 +107,7 @@ class HybridSource:
             category=category,
             include=lexical_revisions,
             vectors=matrix,
+            shown=shown,
         )
         script = int(is_cjk(query.text))
         scores = {
@@ -117,8 +121,8 @@ class HybridSource:
             else -np.inf
         )
         rows = store.rows_of(
-            user_id, {m: r for m, r in similar.pending.items() if scores[m] >= bar}
+            user_id, {m: r for m, r in similar.pending.items() if scores[m] >= bar}, query
         )
         found = {row["memory_id"] for row in rows}
         scores = {m: d for m, d in scores.items() if m in lexical_revisions or m in found}
-        return Dense(scores, rows, Evidence(shared_glossary(), query.normal, WEIGHTS.translated))
+        return Dense(scores, rows, dictionary)

@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Final
 
 from domain.model.values import WORKSPACES, Scope
 from projections.reads import Reads
-from projections.views.search_terms import owner_rows, term_hashes
-from retrieval.fetch import opened_rows
+from projections.views.search_terms import owner_rows
+from retrieval.fetch import hashed_terms, opened_rows
 from retrieval.fusion import FusedRanker
 from retrieval.query import Query, Scored, SearchRow
 from retrieval.rerank import Reranked, Reranker
@@ -75,8 +75,7 @@ class OwnerSearch:
         `text`, best first, at or above `min_relevance` (default: the threshold)."""
         query = Query.of(text)
         seal = reads.t.seal
-        terms = list(query.terms)
-        hashes = dict(zip(term_hashes(seal, user_id)(terms), terms, strict=True))
+        hashes = hashed_terms(seal, user_id, query)
         # the query is embedded while the user's rows are read
         vector = self.vectors.embed(query, user_id) if self.vectors is not None else None
         rows = opened_rows(owner_rows(reads, user_id, filters), seal, hashes, query)

@@ -21,6 +21,7 @@ from typing import Any, Final
 from uuid import UUID
 
 import numpy as np
+import numpy.typing as npt
 from psycopg.rows import dict_row
 from psycopg.sql import SQL
 
@@ -28,13 +29,14 @@ from domain.model.values import Scope
 from projections.reads import Reads
 from projections.tracking import Tables
 from projections.views.search_terms import READ_COLUMNS as SEARCH_COLUMNS
-from projections.views.search_terms import open_search_rows
+from retrieval.fetch import hashed_terms, opened_rows
+from retrieval.query import Query
 from retrieval.vectors.matrix import UserVectors
 from retrieval.vectors.matrix_cache import MatrixCache
 from retrieval.vectors.matrix_load import load_user_vectors, read_vector_key
 from retrieval.vectors.service import Vectors
 
-__all__ = ["Similar", "VectorReads"]
+__all__ = ["Similar", "VectorReads", "visible_rows"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +66,13 @@ def _rows_statement(schema: str) -> str:
         .format(columns, Tables(schema)["search_terms"])
         .as_string(None)
     )
+
+
+def visible_rows(
+    vectors: UserVectors, scopes: Sequence[Scope], now: datetime, category: str | None
+) -> npt.NDArray[np.intp]:
+    """The rows of `vectors` a search may return (`UserVectors.visible`), as indices."""
+    return np.flatnonzero(vectors.visible(scopes, now, category))
 
 
 class VectorReads:
@@ -104,23 +113,29 @@ class VectorReads:
         category: str | None = None,
         include: Mapping[UUID, int] | None = None,
         vectors: UserVectors | None = None,
+        shown: npt.NDArray[np.intp] | None = None,
     ) -> Similar:
         """The `limit` visible memories most similar to `query` (no floor: plain dense top-k).
 
         `include` maps the lexical candidates to their revision: each is given its similarity
         whatever it is (when it has a vector of that revision). `vectors`: the user's matrix,
-        read by the caller already (`user_vectors`).
+        read by the caller already (`user_vectors`); `shown`: its visible rows
+        (`visible_rows`), found by the caller while the query was embedded.
         """
         if not scopes:
             return _NONE
         if vectors is None or vectors.matrix.shape[-1] != query.shape[-1]:
-            vectors = self.user_vectors(user_id, model, query.shape[-1])
+            vectors, shown = self.user_vectors(user_id, model, query.shape[-1]), None
         if not vectors.ids:
             return _NONE
+        if shown is None:
+            shown = visible_rows(vectors, scopes, now, category)
         # einsum, not BLAS: a multi-threaded BLAS matvec is faster alone but waits for busy
         # cores on a loaded host (p95 25 ms against 1 ms single-threaded at 10,000 x 384).
         scores = np.einsum("ij,j->i", vectors.matrix, query)
-        shown = np.flatnonzero(vectors.visible(scopes, now, category))
+        if len(shown) > limit > 0:  # only the rows scoring at least the limit-th can be in
+            kth = np.partition(scores[shown], len(shown) - limit)[len(shown) - limit]
+            shown = shown[scores[shown] >= kth]
         # Best first; equal scores: the smaller memory id first.
         best = shown[np.lexsort((vectors.id_order[shown], -scores[shown]))][:limit]
         lexical = include or {}
@@ -145,8 +160,11 @@ class VectorReads:
             row = conn.execute(statement, (model,)).fetchone()
         return int(row[0]) if row else 0
 
-    def rows_of(self, user_id: str, wanted: Mapping[UUID, int]) -> list[dict[str, Any]]:
-        """Search_terms rows of these memories, if still active at the revision scored."""
+    def rows_of(
+        self, user_id: str, wanted: Mapping[UUID, int], query: Query
+    ) -> list[dict[str, Any]]:
+        """Search_terms rows of these memories, if still active at the revision scored, opened
+        for ranking `query` as the lexical fetch opens its rows."""
         if not wanted:
             return []
         statement = _rows_statement(self.t.schema)
@@ -154,4 +172,5 @@ class VectorReads:
             partition = self.reads.partition(user_id)
             rows = cur.execute(statement, (partition, list(wanted), user_id)).fetchall()
         rows = [row for row in rows if wanted[row["memory_id"]] == row["revision"]]
-        return open_search_rows(rows, self.t.seal)
+        seal = self.t.seal
+        return opened_rows(rows, seal, hashed_terms(seal, user_id, query), query)
