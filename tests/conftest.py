@@ -42,12 +42,16 @@ def pytest_configure(config: pytest.Config) -> None:
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Under pytest-xdist (`--dist loadgroup`, scripts/test's default), the fault scenarios run
-    one after another on one worker: they stop and restart servers and wait on outages."""
+    one after another on one worker: they stop and restart servers and wait on outages. Tests
+    marked `slow` are dealt first."""
     for item in items:
         if item.get_closest_marker("faults") is not None:
             item.add_marker(pytest.mark.xdist_group("faults"))
         elif item.get_closest_marker("citus") is not None:  # one cluster, on one worker
             item.add_marker(pytest.mark.xdist_group("citus"))
+    # Longest first: xdist hands out the groups (largest first), then single tests in this
+    # order; a long test dealt last would run alone at the end while the other worker idles.
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 
 @pytest.fixture(scope="session")

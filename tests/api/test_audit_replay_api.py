@@ -273,6 +273,7 @@ def test_each_auditor_read_is_an_access_record(
 # -- the same lines as the command -------------------------------------------------------------
 
 
+@pytest.mark.slow  # ~7 s
 def test_http_answers_the_lines_the_command_prints(
     client: TestClient,
     auditor: dict[str, str],

@@ -19,6 +19,7 @@ pytestmark = pytest.mark.integration
 __all__ = ["environment"]  # the fixture, shared with the stdio tests
 
 
+@pytest.mark.slow  # ~9 s
 def test_the_first_search_over_stdio_is_answered_with_the_embedder_on(
     environment: dict[str, str], tmp_path: Path
 ) -> None:

@@ -223,6 +223,7 @@ def test_an_agent_turn_token_is_403(client: TestClient, auth: Auth) -> None:
     assert response.status_code == 403 and response.json()["reason"] == "agent_token"
 
 
+@pytest.mark.slow  # ~8 s
 def test_it_finds_by_meaning_across_languages(
     ledger: MemoryLedger,
     make_worker: Callable[..., ProjectionWorker],

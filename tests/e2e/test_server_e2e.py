@@ -24,7 +24,7 @@ import pytest
 
 from api.tokens import mint_token
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]  # a server each: ~10 s
 
 SECRET = "e2e-secret-of-at-least-32-bytes-long!!"
 START_TIMEOUT = 60.0

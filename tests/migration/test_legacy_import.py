@@ -121,6 +121,7 @@ def assert_ledger_holds_exactly(rows: list[dict[str, Any]], legacy: Expected) ->
     }
 
 
+@pytest.mark.slow  # ~13 s
 def test_importing_10000_rows_gives_exact_counts_a_report_and_an_idempotent_rerun(
     ledger: MemoryLedger, worker: ProjectionWorker, pg_schema: str, legacy: Expected
 ) -> None:
@@ -258,6 +259,7 @@ def count_events(database_url: str, schema: str) -> int:
         return int(row[0]) if row else 0
 
 
+@pytest.mark.slow  # ~10 s
 def test_an_import_killed_mid_run_resumes_to_the_state_of_an_uninterrupted_one(
     ledger: MemoryLedger,
     worker: ProjectionWorker,

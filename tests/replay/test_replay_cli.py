@@ -50,6 +50,7 @@ def moments(ledger: MemoryLedger) -> dict[str, Any]:
     return {"kept": kept, "gone": gone, "before_forget": before_forget}
 
 
+@pytest.mark.slow  # ~6 s
 def test_replay_prints_one_json_object_per_line(
     cli: typer.Typer, env: dict[str, str | None], ledger: MemoryLedger, moments: dict[str, Any]
 ) -> None:

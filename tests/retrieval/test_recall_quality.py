@@ -77,6 +77,7 @@ def test_the_guard_catches_a_fall_a_moved_yardstick_and_a_newly_missed_target() 
     assert guard.regressions(report, {**baseline, "missed_targets": ["tuning: recall@5"]})
 
 
+@pytest.mark.slow  # ~100 s: embeds the recall set twice
 @pytest.mark.integration
 def test_recall_holds_its_recorded_figures(database_url: str) -> None:
     baseline = _baseline()

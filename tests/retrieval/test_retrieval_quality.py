@@ -140,6 +140,7 @@ def test_the_scoring_gives_a_perfect_ranking_one_and_catches_every_forbidden_mem
         assert other.perfect == (not q.forbidden)
 
 
+@pytest.mark.slow  # ~25 s
 def test_retrieval_quality_holds_and_nothing_leaks(
     ledger: MemoryLedger,
     make_worker: Callable[..., ProjectionWorker],
