@@ -112,7 +112,7 @@ def fetch_rows(
     """
     if not scopes:
         return []
-    with reads.pool.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
+    with reads.pool.connection() as conn, conn.cursor(row_factory=dict_row, binary=True) as cur:
         return _fetch(
             cur,
             _table(reads.t.schema),

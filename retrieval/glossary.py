@@ -229,20 +229,27 @@ class Glossary:
                     found.append(Unit(1, frozenset(), (at + i,)))
         return tuple(found)
 
-    def concepts(self, memory_key: str, content: str) -> Concepts:
-        """A memory's concepts: its English words and the glosses of its Chinese words."""
+    def concepts(
+        self, memory_key: str, content: str, wanted: frozenset[str] | None = None
+    ) -> Concepts:
+        """A memory's concepts: its English words and the glosses of its Chinese words.
+
+        `wanted`: only these terms are of interest (a query's: `Evidence`); the others are left
+        out rather than gathered, which is most of a memory's glosses."""
         entries = self.entries
         text = f"{memory_key.replace('_', ' ')} {content}"
         words = english_terms(_latin(text), self.folded)
-        terms = set(words)
+        terms = set(words if wanted is None else words & wanted)
         for run in _CJK_RUN.findall(text):
             covered: set[int] = set()
             for start, end in _spans(run, entries, self._prefixes):
-                terms |= entries[run[start:end]]
+                glosses = entries[run[start:end]]
+                terms |= glosses if wanted is None else glosses & wanted
                 covered.update(range(start, end))
             for i, char in enumerate(run):
-                if i not in covered and char not in STOP_CHARS:
-                    terms |= entries.get(char, frozenset())
+                if i not in covered and char not in STOP_CHARS and char in entries:
+                    glosses = entries[char]
+                    terms |= glosses if wanted is None else glosses & wanted
         return Concepts(
             frozenset(terms - _GENERIC), frozenset(w for w in words if len(w) >= AFFIX_MIN)
         )
@@ -287,12 +294,15 @@ class Evidence:
         self.ranked = glossary.ranked(self.units) if glossary is not None else ()
         self.weight = weight if self.units else 0.0
         """The most `credit` can give (0 when the query has no unit)."""
+        self.wanted = frozenset(t for u in self.units for t in u.terms)
+        """The terms a memory can match: what its concepts are narrowed to."""
 
     def credit(self, memory_key: str, content: str) -> float:
         """What the memory's coverage of the query adds to its relevance."""
         if self.glossary is None or not self.units:
             return 0.0
-        return self.weight * _covered(self.ranked, self.glossary.concepts(memory_key, content))
+        concepts = self.glossary.concepts(memory_key, content, self.wanted)
+        return self.weight * _covered(self.ranked, concepts)
 
 
 _SHARED: Final = Glossary()

@@ -23,7 +23,8 @@ import numpy as np
 from domain.model.cjk import is_cjk
 from domain.model.values import Scope
 from projections.reads import Reads
-from retrieval.fusion import WEIGHTS
+from retrieval.fetch import hashed_terms
+from retrieval.fusion import WEIGHTS, names_only_categories
 from retrieval.glossary import Evidence, shared_glossary
 from retrieval.query import Query
 from retrieval.vectors.service import EmbeddingService, Vectors
@@ -82,8 +83,9 @@ class HybridSource:
         `vector`: from `embed`; the user's matrix is read (or refreshed) before waiting for
         it. `lexical_revisions`: the lexical candidates and their revisions (each gets its
         score whatever it is, if it has a vector of that revision). Of the others, only the
-        rows of those that can rank within `limit` are read: a dense score more than
-        TRANSLATED + LISTED (all the fusion can add) below the `limit`-th best cannot.
+        rows of those that can rank within `limit` are read: a dense score more than the
+        fusion can add for this query (TRANSLATED with dictionary units, LISTED when it only
+        names categories) below the `limit`-th best cannot.
         """
         model = self.service.model_id
         if model is None:
@@ -94,6 +96,7 @@ class HybridSource:
         matrix = store.user_vectors(user_id, model, dim) if dim is not None else None
         shown = visible_rows(matrix, scopes, now, category) if matrix is not None else None
         dictionary = Evidence(shared_glossary(), query.normal, WEIGHTS.translated)
+        hashes = hashed_terms(reads.t.seal, user_id, query)
         query_vector = vector()
         if query_vector is None:
             return None
@@ -115,13 +118,10 @@ class HybridSource:
             for m, cosine in similar.similarity.items()
         }
         ranked = sorted(scores.values(), reverse=True)
-        bar = (
-            ranked[limit - 1] - WEIGHTS.translated - WEIGHTS.listed
-            if len(ranked) >= limit
-            else -np.inf
-        )
+        lift = dictionary.weight + (WEIGHTS.listed if names_only_categories(query) else 0.0)
+        bar = ranked[limit - 1] - lift if len(ranked) >= limit else -np.inf
         rows = store.rows_of(
-            user_id, {m: r for m, r in similar.pending.items() if scores[m] >= bar}, query
+            user_id, {m: r for m, r in similar.pending.items() if scores[m] >= bar}, query, hashes
         )
         found = {row["memory_id"] for row in rows}
         scores = {m: d for m, d in scores.items() if m in lexical_revisions or m in found}

@@ -161,16 +161,26 @@ class VectorReads:
         return int(row[0]) if row else 0
 
     def rows_of(
-        self, user_id: str, wanted: Mapping[UUID, int], query: Query
+        self,
+        user_id: str,
+        wanted: Mapping[UUID, int],
+        query: Query,
+        hashes: Mapping[int, str] | None = None,
     ) -> list[dict[str, Any]]:
         """Search_terms rows of these memories, if still active at the revision scored, opened
-        for ranking `query` as the lexical fetch opens its rows."""
+        for ranking `query` as the lexical fetch opens its rows (`hashes`: the query's terms
+        by their stored hashes, `hashed_terms`, when the caller has them)."""
         if not wanted:
             return []
         statement = _rows_statement(self.t.schema)
-        with self.reads.pool.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
-            partition = self.reads.partition(user_id)
+        partition = self.reads.partition(user_id)
+        with (
+            self.reads.pool.connection() as conn,
+            conn.cursor(row_factory=dict_row, binary=True) as cur,  # binary: less to parse
+        ):
             rows = cur.execute(statement, (partition, list(wanted), user_id)).fetchall()
         rows = [row for row in rows if wanted[row["memory_id"]] == row["revision"]]
         seal = self.t.seal
-        return opened_rows(rows, seal, hashed_terms(seal, user_id, query), query)
+        if hashes is None:
+            hashes = hashed_terms(seal, user_id, query)
+        return opened_rows(rows, seal, hashes, query)

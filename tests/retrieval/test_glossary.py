@@ -144,3 +144,24 @@ def test_dictionary_evidence_never_admits_a_memory_without_a_vector() -> None:
     ranker = FusedRanker({}, Evidence(SMALL, query.normal, WEIGHTS.translated))
 
     assert ranker.rank(query, [translated], now=NOW, min_relevance=0) == []
+
+
+@pytest.mark.parametrize(
+    ("query", "key", "content"),
+    [
+        ("which course am I a teaching assistant for", "role", "我是生态学实验课的助教。"),
+        ("基金申请书的截止时间", "grant", "The deadline for the grant proposal is in May."),
+        ("我当哪门课的助教", "ta_role", "I am a teaching assistant for statistics."),
+        ("老家在哪里", "home", "我的老家在哈尔滨。现在住在上海。"),
+        ("statistics homework", "goal", "I want to understand biostatistics 统计学."),
+    ],
+)
+def test_a_credit_narrowed_to_the_query_terms_equals_the_whole_memory_s(
+    query: str, key: str, content: str
+) -> None:
+    glossary = shared_glossary()
+    evidence = Evidence(glossary, Query.of(query).normal, WEIGHTS.translated)
+    whole = glossary.coverage(evidence.units, glossary.concepts(key, content))
+
+    assert evidence.credit(key, content) == pytest.approx(WEIGHTS.translated * whole)
+    assert glossary.concepts(key, content, evidence.wanted).terms <= evidence.wanted
