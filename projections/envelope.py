@@ -122,16 +122,19 @@ def decode_batch(
     again later, no event of it skipped for good.
     """
     sealed = [n.originator_id for n in notifications if bytes(n.state[:4]) == b"MLS1"]
+    # fresh: each event's clear part is decoded once, for its user (whose key is refreshed)
+    # and then for the event itself
+    clears = [mapper.clear_state(n) if fresh else None for n in notifications]
     if fresh:
-        users = {mapper.clear_state(n).get("user_id") for n in notifications}
+        users = {clear.get("user_id") for clear in clears if clear is not None}
         owners = [user_key_id(user) for user in users if isinstance(user, str)]
         mapper.keys.refresh([*sealed, *owners], destroyed)
     else:
         mapper.keys.prefetch(sealed)
     envelopes = []
-    for note in notifications:
+    for note, clear in zip(notifications, clears, strict=True):
         try:
-            event = mapper.to_domain_event(note)
+            event = mapper.to_domain_event(note, clear)
         except Exception as error:
             if failure(error) == "transient":
                 raise

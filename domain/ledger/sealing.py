@@ -104,15 +104,20 @@ class SealingMapper(Mapper[UUID]):
         stored = _MAGIC + len(clear).to_bytes(4, "big") + clear + nonce + sealed
         return StoredEvent(originator_id, version, topic, stored)
 
-    def to_domain_event(self, stored_event: StoredEvent) -> Any:
-        """Decode an event; personal fields are REDACTED when the data key was destroyed."""
+    def to_domain_event(
+        self, stored_event: StoredEvent, clear: dict[str, Any] | None = None
+    ) -> Any:
+        """Decode an event; personal fields are REDACTED when the data key was destroyed.
+
+        `clear`: its `clear_state`, when the caller read it already (taken, not copied: the
+        clear part is then decoded once)."""
         known = self._classes.get(stored_event.topic)
         if known is None:
             cls = resolve_topic(stored_event.topic)
             known = (cls, personal_fields(cls), getattr(cls, "class_version", 1))
             self._classes[stored_event.topic] = known
         cls, fields, class_version = known
-        state = self.decode_state(stored_event, fields)
+        state = self.decode_state(stored_event, fields, clear)
         state["originator_id"] = stored_event.originator_id
         state["originator_version"] = stored_event.originator_version
         from_version = state.pop("class_version", 1)
@@ -127,20 +132,23 @@ class SealingMapper(Mapper[UUID]):
         if data.startswith(_MAGIC):
             data = data[8 : 8 + int.from_bytes(data[4:8], "big")]
         try:
-            state = self.transcoder.decode(data)
+            state = self._decode(data)
         except Exception:
             return {}
         return state if isinstance(state, dict) else {}
 
-    def decode_state(self, stored: StoredEvent, fields: tuple[str, ...]) -> dict[str, Any]:
-        """The event's attributes (without id and version), decrypted or redacted."""
+    def decode_state(
+        self, stored: StoredEvent, fields: tuple[str, ...], clear: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """The event's attributes (without id and version), decrypted or redacted (`clear`:
+        its clear attributes, decoded already; empty or None: decoded here)."""
         data = bytes(stored.state)
         if not data.startswith(_MAGIC):
-            state: dict[str, Any] = self._decode(data)
+            state: dict[str, Any] = clear or self._decode(data)
             return state
         length = int.from_bytes(data[4:8], "big")
-        clear = data[8 : 8 + length]
-        state = self._decode(clear)
+        clear_part = data[8 : 8 + length]
+        state = clear or self._decode(clear_part)
         originator_id = cast(UUID, stored.originator_id)  # the events table stores uuid
         data_key = self.keys.get(originator_id)
         if data_key is None:
@@ -148,7 +156,7 @@ class SealingMapper(Mapper[UUID]):
             return state
         nonce = data[8 + length : 8 + length + _NONCE]
         sealed = data[8 + length + _NONCE :]
-        aad = _aad(originator_id, stored.originator_version, stored.topic, clear)
+        aad = _aad(originator_id, stored.originator_version, stored.topic, clear_part)
         try:
             secret = self._decode(AESGCM(data_key).decrypt(nonce, sealed, aad))
         except InvalidTag as error:

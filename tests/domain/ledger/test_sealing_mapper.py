@@ -149,3 +149,60 @@ def test_old_event_versions_are_upcast_after_decryption(
 
     event = mapper.to_domain_event(v1)
     assert (event.text, event.language) == ("hello", "und")
+
+
+class CountingTranscoder(JSONTranscoder):
+    """Counts the documents it decodes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.decoded = 0
+
+    def decode(self, data: bytes) -> Any:
+        self.decoded += 1
+        return super().decode(data)
+
+
+class RefreshedKeys(FakeKeys):
+    def refresh(self, key_ids: Iterable[UUID], destroyed: Iterable[UUID] = ()) -> None:
+        pass
+
+
+def test_a_fresh_batch_decodes_each_events_clear_part_once_to_the_same_events() -> None:
+    from eventsourcing.persistence import Notification
+
+    from projections.envelope import decode_batch
+
+    keys = RefreshedKeys()
+    transcoder = CountingTranscoder()
+    transcoder.register(UUIDAsHex())
+    transcoder.register(DatetimeAsISO())
+    mapper = SealingMapper(transcoder, keys)
+    sealed, shredded = uuid4(), uuid4()
+    keys.keys[sealed] = os.urandom(32)
+    keys.keys[shredded] = os.urandom(32)
+    stored = [mapper.to_stored_event(created(m)) for m in (sealed, shredded)]
+    del keys.keys[shredded]  # forgotten: its personal fields read REDACTED
+    notes = [
+        Notification(
+            id=i + 1,
+            originator_id=s.originator_id,
+            originator_version=s.originator_version,
+            topic=s.topic,
+            state=s.state,
+        )
+        for i, s in enumerate(stored)
+    ]
+
+    transcoder.decoded = 0
+    batch = decode_batch(mapper, notes)
+
+    # per event: its clear part once, the sealed part of the one whose key is there once
+    assert transcoder.decoded == 3
+    alone = [mapper.to_domain_event(s) for s in stored]
+    assert [e.event.__dict__ for e in batch] == [a.__dict__ for a in alone]
+    assert batch[0].event.content == "I prefer examples first"
+    assert batch[1].event.content == REDACTED
+    assert mapper.to_domain_event(stored[0], mapper.clear_state(stored[0])).__dict__ == (
+        alone[0].__dict__
+    )
