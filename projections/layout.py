@@ -37,31 +37,20 @@ def stale(
     conn: Connection[Any], projections: Sequence[Projection], live: Tables
 ) -> list[Projection]:
     """The projections with a live table whose columns (names, types, order) differ from the
-    table their `create` makes now; a missing table is not stale (it is simply created).
-
-    The current layout is read off tables created under another suffix in a transaction that
-    is rolled back.
-    """
-    logical = [name for projection in projections for name in projection.tables]
-    probe = Tables(live.schema, f"__probe{secrets.token_hex(4)}")
+    table their `create` makes now; a missing table is not stale (it is simply created)."""
+    names = [live.name(n) for projection in projections for n in projection.tables]
     # One transaction, rolled back, and nothing outside it: on a connection that is not in
     # autocommit mode, a statement outside would open a transaction the caller's later DDL
     # statements would join (and hold each table's lock till its end).
     with conn.transaction(force_rollback=True):
-        names = [live.name(n) for n in logical]
-        if not conn.execute(_COLUMNS, (live.schema, names)).fetchall():
+        columns = _columns(conn, live.schema, names)
+        if not columns:
             return []  # a new schema: nothing to compare
-        for projection in projections:
-            for statement in projection.create(probe):
-                conn.execute(statement)
-        names += [probe.name(n) for n in logical]
-        columns: dict[str, list[tuple[str, str]]] = {}
-        for table, column, kind in conn.execute(_COLUMNS, (live.schema, names)).fetchall():
-            columns.setdefault(table, []).append((column, kind))
+        expected = _current(conn, projections, live.schema)
     found = []
     for projection in projections:
         for name in projection.tables:
-            now, before = columns.get(probe.name(name)), columns.get(live.name(name))
+            now, before = expected[projection.name][name], columns.get(live.name(name))
             if before is not None and before != now:
                 _log.warning(
                     "projection %s: table %s was laid out by another version (columns that"
@@ -73,6 +62,46 @@ def stale(
                 found.append(projection)
                 break
     return found
+
+
+_Columns = list[tuple[str, str]]
+_CURRENT: dict[tuple[str, ...], dict[str, _Columns | None]] = {}
+"""Per process: a projection's DDL (as text, under a fixed schema name) -> the columns of each
+of its logical tables that DDL makes. The layout follows from the code alone, so each process
+probes it once, not at every start or `ensure_tables` call."""
+
+
+def _current(
+    conn: Connection[Any], projections: Sequence[Projection], schema: str
+) -> dict[str, dict[str, _Columns | None]]:
+    """Each projection's tables' columns as its `create` makes them now, read off tables
+    created under another suffix in the caller's transaction (which rolls them back) the first
+    time this process asks."""
+    keys = {p.name: _ddl_key(p) for p in projections}
+    missing = [p for p in projections if keys[p.name] not in _CURRENT]
+    if missing:
+        probe = Tables(schema, f"__probe{secrets.token_hex(4)}")
+        for projection in missing:
+            for statement in projection.create(probe):
+                conn.execute(statement)
+        names = [probe.name(n) for p in missing for n in p.tables]
+        columns = _columns(conn, schema, names)
+        for projection in missing:
+            _CURRENT[keys[projection.name]] = {
+                n: columns.get(probe.name(n)) for n in projection.tables
+            }
+    return {p.name: _CURRENT[keys[p.name]] for p in projections}
+
+
+def _ddl_key(projection: Projection) -> tuple[str, ...]:
+    return tuple(s.as_string(None) for s in projection.create(Tables("__layout__")))
+
+
+def _columns(conn: Connection[Any], schema: str, names: list[str]) -> dict[str, _Columns]:
+    columns: dict[str, _Columns] = {}
+    for table, column, kind in conn.execute(_COLUMNS, (schema, names)).fetchall():
+        columns.setdefault(table, []).append((column, kind))
+    return columns
 
 
 def reset(conn: Connection[Any], projections: Sequence[Projection], live: Tables) -> None:

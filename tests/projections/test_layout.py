@@ -152,3 +152,31 @@ def test_embeddings_laid_out_before_hubness_are_embedded_again_with_it(
         reads, "alice", "learning", "tea", now=datetime.now(UTC)
     )
     assert len(found.result.items) == 3
+
+
+def test_a_process_probes_the_current_layout_once_and_still_finds_an_older_one(
+    worker: ProjectionWorker, monkeypatch: Any
+) -> None:
+    """The columns each projection's DDL makes are read off probe tables once per process
+    (a start-up on existing tables otherwise creates and rolls back every table again)."""
+    projections = all_projections()
+    probes: list[str] = []
+    for projection in projections:
+        create = projection.create
+
+        def spy(t: Tables, create: Callable[[Tables], Any] = create) -> Any:
+            if t.suffix.startswith("__probe"):
+                probes.append(t.suffix)
+            return create(t)
+
+        monkeypatch.setattr(projection, "create", spy)
+    with worker.pool.connection() as conn:
+        assert layout.stale(conn, projections, worker.tables) == []  # probed here or earlier
+        probes.clear()
+        assert layout.stale(conn, projections, worker.tables) == []
+        assert probes == []
+
+        _lay_out_as_before(worker)
+        found = layout.stale(conn, projections, worker.tables)
+
+    assert [p.name for p in found] == ["search_terms"] and probes == []
