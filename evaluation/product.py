@@ -32,6 +32,7 @@ from api.bootstrap import (
 )
 from api.settings import Settings
 from api.tokens import mint_token
+from evaluation.memo import remembering
 from retrieval.glossary import shared_glossary
 
 __all__ = ["CREATE_PATH", "EMBEDDER", "SEARCH_PATH", "SETTLE_TIMEOUT", "Product", "running_product"]
@@ -179,7 +180,8 @@ def running_product(database_url: str | None, embedder: str = EMBEDDER) -> Itera
         ledger = build_ledger(settings, url)
         workers: list[Any] = []
         try:
-            embeddings = build_embeddings(settings)
+            # the dense baseline finds the passages the projection embedded (evaluation/memo.py)
+            embeddings = remembering(build_embeddings(settings))
             # as `memledger serve`: the model, the calibration background and the dictionary
             # are loaded before the first search (not inside its request timeout)
             if not embeddings.warm_up():
