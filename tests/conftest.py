@@ -133,7 +133,7 @@ def make_ledger(
     def make(
         keys: list[str] | None = None,
         schema: str | None = None,
-        pool_size: int = 3,
+        pool_size: int = 1,
         **options: object,
     ) -> MemoryLedger:
         settings = Settings(
