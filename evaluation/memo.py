@@ -34,8 +34,6 @@ class Remembering:
         self.model_id: str = embedder.model_id
         self._vectors: dict[str, Any] = {}
         self._lock = threading.Lock()
-        self.hits = 0
-        """Passages answered from memory, not embedded again."""
 
     def passages(self, texts: Sequence[str]) -> Any:
         texts = list(texts)
@@ -48,7 +46,6 @@ class Remembering:
             with self._lock:
                 self._vectors.update(zip(missing, vectors, strict=True))
         with self._lock:
-            self.hits += len(texts) - len(missing)
             return np.stack([self._vectors[t] for t in texts])
 
     def query(self, text: str) -> Any:
@@ -58,9 +55,6 @@ class Remembering:
 def remembering(service: Any) -> Any:
     """The embedding service `service` with its embedder wrapped in `Remembering` when it is
     one of `BATCH_INVARIANT` (otherwise as it is); the service itself, for chaining."""
-    embedder = service.embedder
-    if getattr(embedder, "model_id", None) in BATCH_INVARIANT and not isinstance(
-        embedder, Remembering
-    ):
+    if getattr(service.embedder, "model_id", None) in BATCH_INVARIANT:
         service.embedder = Remembering(service.embedder)
     return service
