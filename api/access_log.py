@@ -26,6 +26,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Final
 
@@ -33,10 +34,19 @@ from domain.context import current_request_id
 from domain.ledger.access import AccessEntry, AccessHit, denial_entry, result_entries
 from domain.ledger.ledger import MemoryLedger
 
-__all__ = ["AccessLog"]
+__all__ = ["AccessLog", "AccessLogState"]
 
 _log = logging.getLogger("memledger.audit")
 _BACKOFF: Final = (0.05, 0.25, 1.0, 2.0, 4.0)
+
+
+@dataclass(frozen=True, slots=True)
+class AccessLogState:
+    """What the writer did so far: entries written, dropped, and queued but not yet written."""
+
+    written: int
+    dropped: int
+    pending: int
 
 
 class AccessLog:
@@ -163,6 +173,11 @@ class AccessLog:
         """Entries queued and not yet written (nor dropped)."""
         with self._cond:
             return self._queued - self._done
+
+    def state(self) -> AccessLogState:
+        """Counts for the metrics (`memledger_access_records_*`)."""
+        with self._cond:
+            return AccessLogState(self.written, self.dropped, self._queued - self._done)
 
     # -- the writer thread -------------------------------------------------------------------
 

@@ -85,6 +85,7 @@ def create_app(services: Services, *, max_lag: int = 1000) -> FastAPI:
             expired=services.reads.expired_count,
             embeddings=lambda: services.embeddings.state() if services.embeddings else None,
             reranker=lambda: _reranker(services),
+            access=lambda: services.access_log.state() if services.access_log else None,
             unembedded=VectorReads(services.reads).without_vector,
         )
     )

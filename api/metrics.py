@@ -8,6 +8,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from api.access_log import AccessLogState
 from retrieval.rerank import RerankState
 from retrieval.vectors.service import EmbeddingState
 
@@ -90,6 +91,7 @@ class StateCollector(Collector):
         unembedded: Callable[[str | None], int] = lambda model: 0,
         quarantined: Callable[[], Mapping[str, int]] = dict,
         reranker: Callable[[], RerankState | None] = lambda: None,
+        access: Callable[[], AccessLogState | None] = lambda: None,
     ) -> None:
         self._lags = lags
         self._quarantined = quarantined
@@ -97,6 +99,7 @@ class StateCollector(Collector):
         self._embeddings = embeddings
         self._unembedded = unembedded
         self._reranker = reranker
+        self._access = access
 
     def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         lag = GaugeMetricFamily(
@@ -121,6 +124,7 @@ class StateCollector(Collector):
         )
         yield from _embedding_metrics(self._embeddings(), self._unembedded)
         yield from _reranker_metrics(self._reranker())
+        yield from _access_metrics(self._access())
 
 
 def _embedding_metrics(
@@ -179,6 +183,30 @@ def _embedding_metrics(
         "queries of users past MEMLEDGER_QUERY_EMBED_SHARE while the queue was busy: searches"
         " answered lexically",
         value=state.query_over_share,
+    )
+
+
+def _access_metrics(
+    state: AccessLogState | None,
+) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+    """The access audit's writer (api/access_log.py): records written, dropped, waiting."""
+    if state is None:
+        return
+    yield CounterMetricFamily(
+        "memledger_access_records_written",
+        "access audit records (reads, searches, denials) appended to the ledger",
+        value=state.written,
+    )
+    yield CounterMetricFamily(
+        "memledger_access_records_dropped",
+        "access audit records lost: the queue was full, or the ledger refused a batch past its"
+        " retries (each also logged as an error)",
+        value=state.dropped,
+    )
+    yield GaugeMetricFamily(
+        "memledger_access_records_pending",
+        "access audit records queued and not yet in the ledger",
+        value=state.pending,
     )
 
 

@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 from fastapi.testclient import TestClient
 
+from api.access_log import AccessLog
 from api.app import create_app
 from api.services import Services
 from domain.ledger.ledger import MemoryLedger
@@ -58,6 +59,21 @@ def test_metrics_are_prometheus_text(
     assert "memledger_http_requests_total" in text and 'route="/me/core-memories"' in text
     assert 'memledger_projection_lag{projection="active_memories"}' in text
     assert "memledger_expired_memories 0.0" in text
+
+
+def test_access_audit_records_are_counted(
+    services: Services, auth: Callable[..., dict[str, str]]
+) -> None:
+    services.access_log = log = AccessLog(services.ledger, interval=0.01)  # as serve builds it
+    body = {"memory_key": "k", "content": "tea", "category": "preference", "scope_type": "global"}
+    with TestClient(create_app(services)) as client:
+        created = client.post("/me/core-memories", json=body, headers=auth()).json()
+        client.get(f"/me/core-memories/{created['memory_id']}", headers=auth())  # one read
+        assert log.flush()
+        text = client.get("/metrics").text
+    assert "memledger_access_records_written_total 1.0" in text
+    assert "memledger_access_records_dropped_total 0.0" in text
+    assert "memledger_access_records_pending 0.0" in text
 
 
 def test_a_caller_request_id_is_echoed_and_a_bad_one_replaced(client: TestClient) -> None:

@@ -20,6 +20,7 @@ import yaml
 from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
+from api.access_log import AccessLog
 from api.app import create_app
 from api.deps import Services
 from api.metrics import Metrics
@@ -125,6 +126,7 @@ def scraped(text: str) -> Scrape:
 
 @pytest.fixture
 def scrape(services: Services, auth: Auth) -> Scrape:
+    services.access_log = AccessLog(services.ledger)  # as serve builds it
     with TestClient(create_app(services), raise_server_exceptions=False) as client:
         text = exercise(client, auth, services)
         assert services.worker is not None

@@ -15,7 +15,7 @@ import pytest
 from eventsourcing.utils import get_topic, resolve_topic
 from psycopg import sql
 
-from api.access_log import AccessLog
+from api.access_log import AccessLog, AccessLogState
 from domain.context import correlated
 from domain.errors import InvalidInput, LedgerUnavailable
 from domain.ledger.access import AccessEntry, AccessHit, denial_entry, result_entries
@@ -340,6 +340,7 @@ def test_a_failing_ledger_is_retried_then_the_batch_is_dropped_not_the_thread() 
     ledger.failures = 10
     log.denied("alice", "t", "learning", "isolated_mode")
     assert log.flush() and log.dropped == 1
+    assert log.state() == AccessLogState(written=1, dropped=1, pending=0)  # what /metrics shows
 
     ledger.failures = 0
     log.denied("alice", "t", "learning", "isolated_mode")
