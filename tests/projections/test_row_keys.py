@@ -13,14 +13,11 @@ from uuid import UUID, uuid4
 
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
+from projections.row_keys import DataKey, Hmac, TermMemo, UserKey
 from projections.sealed import (
     _SEALS,
     TERM_MEMO,
-    DataKey,
-    Hmac,
     RowSeal,
-    TermMemo,
-    UserKey,
     register,
     registered,
     seal_for,
