@@ -207,6 +207,7 @@ def build_embeddings(settings: Settings) -> EmbeddingService:
         query_queue=FairQueue(
             settings.query_embed_concurrency, share=settings.query_embed_share or None
         ),
+        background_cache=settings.cache_dir,
     )
 
 

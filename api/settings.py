@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Literal
 
@@ -9,6 +10,12 @@ from pydantic import AliasChoices, Field, SecretStr, field_validator, model_vali
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 __all__ = ["Settings"]
+
+
+def _user_cache() -> Path:
+    """The user's cache folder (XDG_CACHE_HOME, else ~/.cache)."""
+    folder = os.environ.get("XDG_CACHE_HOME")
+    return Path(folder) if folder else Path.home() / ".cache"
 
 
 class Settings(BaseSettings):
@@ -27,6 +34,11 @@ class Settings(BaseSettings):
     )
     data_dir: Path = Field(
         Path(".memledger"), description="local data folder (embedded DB, dev keys)"
+    )
+    cache_dir: Path | None = Field(
+        default_factory=lambda: _user_cache() / "memledger",
+        description="data derived from public models (the embedder's hubness background), kept"
+        " between starts; no personal data; empty: none",
     )
     master_key: SecretStr | None = Field(
         None, description="comma-separated base64 256-bit keys; the first wraps new data keys"
@@ -253,6 +265,11 @@ class Settings(BaseSettings):
         if self.reranker == "cross-encoder" and not self.reranker_model:
             raise ValueError("MEMLEDGER_RERANKER_MODEL (a CrossEncoder folder) is required")
         return self
+
+    @field_validator("cache_dir", mode="before")
+    @classmethod
+    def _no_cache(cls, value: object) -> object:
+        return None if value == "" else value
 
     @field_validator("database_url")
     @classmethod

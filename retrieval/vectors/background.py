@@ -6,13 +6,26 @@ process and model, on first use (`EmbeddingService.warm_up` at start-up: about 3
 texts; they hold no personal data). The embeddings projection stores each memory's hubness
 against both scripts with its vector (`EmbeddingService.hubness`); search subtracts the one of
 the query's script (`is_cjk`) from the cosine. Why (CSLS): docs/retrieval.md.
+
+Embedding the background takes seconds (about 5 with the bundled model on one thread), at every
+start of `serve`, `memledger mcp` and `projections run`. With a cache folder
+(`MEMLEDGER_CACHE_DIR`) the model's outputs are kept in a file named by the model id and the
+texts, and taken back only when the model still gives the first text's vector bit for bit (one
+embedding, checked at each start): a model changed under the same id is embedded afresh. The
+file is written whole or not at all (renamed into place); a folder that cannot be read or
+written only costs the embedding.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import logging
+import os
+import tempfile
 import threading
 from importlib import resources
+from pathlib import Path
 from typing import Final, Protocol
 
 import numpy as np
@@ -36,6 +49,7 @@ ENGLISH, CHINESE = _background_texts()
 TOP_K: Final = 10
 """How many of the background's nearest texts a memory's hubness averages (CSLS's usual k)."""
 
+_log = logging.getLogger(__name__)
 _LOCK: Final = threading.Lock()
 _COMPUTED: Final[dict[str, tuple[Vectors, Vectors]]] = {}
 """Per process: model id -> the background's (latin, cjk) query vectors (no personal data)."""
@@ -51,19 +65,65 @@ class QueryModel(Protocol):
         ...
 
 
-def background(model: QueryModel) -> tuple[Vectors, Vectors]:
+def background(model: QueryModel, cache: Path | None = None) -> tuple[Vectors, Vectors]:
     """The background's (Latin, CJK) query vectors for `model`, embedded on first use (as
-    queries, outside the query cache: each stands for "a query about X"); raises what the
-    model raises."""
+    queries, outside the query cache: each stands for "a query about X") or taken from the
+    `cache` folder; raises what the model raises."""
     with _LOCK:
         computed = _COMPUTED.get(model.model_id)
         if computed is None:
-            latin, cjk = (
-                normalised(np.stack([model.query(normalise_content(t)) for t in texts]))
-                for texts in (ENGLISH, CHINESE)
-            )
+            texts = [normalise_content(t) for t in (*ENGLISH, *CHINESE)]
+            raw = _cached(model, texts, cache)
+            if raw is None:
+                raw = np.stack([model.query(t) for t in texts])
+                _keep(raw, _file(model, texts, cache))
+            latin, cjk = normalised(raw[: len(ENGLISH)]), normalised(raw[len(ENGLISH) :])
             computed = _COMPUTED[model.model_id] = (latin, cjk)
         return computed
+
+
+def _file(model: QueryModel, texts: list[str], cache: Path | None) -> Path | None:
+    if cache is None:
+        return None
+    named = json.dumps([model.model_id, texts], ensure_ascii=False).encode()
+    return cache / f"background-{hashlib.sha256(named).hexdigest()[:32]}.npy"
+
+
+def _cached(model: QueryModel, texts: list[str], cache: Path | None) -> Vectors | None:
+    """The model's kept outputs for `texts`, if its first text's vector is still the kept one."""
+    path = _file(model, texts, cache)
+    if path is None or not path.is_file():
+        return None
+    try:
+        raw = np.load(path, allow_pickle=False)
+    except (OSError, ValueError) as error:
+        _log.warning("background cache %s unreadable (%s): embedding it", path, error)
+        return None
+    if raw.shape[0] != len(texts) or raw.dtype != np.float32:
+        return None
+    probe = np.asarray(model.query(texts[0]))
+    if probe.shape != raw.shape[1:] or not np.array_equal(probe, raw[0]):
+        _log.info("background cache %s is of another model build: embedding it", path)
+        return None
+    return np.asarray(raw, dtype=np.float32)
+
+
+def _keep(raw: Vectors, path: Path | None) -> None:
+    """Write `raw` to `path` whole (a temporary file renamed into place), or not at all."""
+    if path is None:
+        return
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, temporary = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as out:
+                np.save(out, np.asarray(raw, dtype=np.float32), allow_pickle=False)
+            os.replace(temporary, path)
+        except BaseException:
+            Path(temporary).unlink(missing_ok=True)
+            raise
+    except OSError as error:
+        _log.warning("background cache %s not written (%s)", path, error)
 
 
 def hubness(memories: Vectors, scripts: tuple[Vectors, Vectors]) -> Vectors:

@@ -24,6 +24,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Final, Protocol
 from uuid import UUID
 
@@ -141,6 +142,7 @@ class EmbeddingService:
         query_chars: int = QUERY_CHARS,
         query_budget: float | None = None,
         query_queue: FairQueue | None = None,
+        background_cache: Path | None = None,
     ) -> None:
         if query_chars < 1 or (query_budget is not None and query_budget <= 0):
             raise ValueError("query_chars must be at least 1 and query_budget positive")
@@ -149,6 +151,8 @@ class EmbeddingService:
         """Only this many characters of a query are embedded (`capped`)."""
         self.query_budget = query_budget
         """Seconds a search waits for its query's vector (None: as long as the request may)."""
+        self.background_cache = background_cache
+        """Where the hubness background's vectors are kept between starts (None: nowhere)."""
         self.queue = query_queue if query_queue is not None else FairQueue()
         """Where query embeddings run, fairly across users (retrieval/vectors/queue.py)."""
         self.matrices = MatrixCache(matrix_bytes)
@@ -215,7 +219,7 @@ class EmbeddingService:
             return False
         try:
             self.queue.submit(
-                "", lambda: (embedder.query("warm up"), background(embedder))
+                "", lambda: (embedder.query("warm up"), background(embedder, self.background_cache))
             ).result()
         except Exception as error:
             self._failed(error)
@@ -229,7 +233,7 @@ class EmbeddingService:
         if not self.available or self.embedder is None:
             return None
         try:
-            scripts = background(self.embedder)
+            scripts = background(self.embedder, self.background_cache)
         except Exception as error:  # as a failing `passages`: the projection stores no vector
             self._failed(error)
             return None
