@@ -15,7 +15,9 @@ COPY replay ./replay
 COPY service ./service
 COPY evaluation ./evaluation
 COPY api ./api
-RUN pip install . && useradd --system --home-dir /app memledger
+# A home of its own: the cache of derived model data (MEMLEDGER_CACHE_DIR, ~/.cache/memledger)
+# spares each restart the embedding of the hubness background.
+RUN pip install . && useradd --system --create-home --home-dir /home/memledger memledger
 
 USER memledger
 EXPOSE 8000

@@ -118,6 +118,7 @@ def _keep(raw: Vectors, path: Path | None) -> None:
         try:
             with os.fdopen(fd, "wb") as out:
                 np.save(out, np.asarray(raw, dtype=np.float32), allow_pickle=False)
+            os.chmod(temporary, 0o644)  # public data: other users' processes may read it
             os.replace(temporary, path)
         except BaseException:
             Path(temporary).unlink(missing_ok=True)
