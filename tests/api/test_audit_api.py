@@ -10,6 +10,10 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from api.access_log import AccessLog
+from api.app import create_app
+from api.services import Services
+
 Auth = Callable[..., dict[str, str]]
 BASE = "/me/core-memories"
 AUDIT = "/audit/events"
@@ -113,6 +117,28 @@ def test_every_change_is_audited_with_its_request_id_and_no_content(
         assert not plain & set(hashes)
     everything = client.get(AUDIT, params={"limit": 1000}, headers=auditor(auth))
     assert marker not in everything.text and key_marker not in everything.text
+
+
+def test_a_read_recorded_after_its_memory_was_forgotten_stays_in_the_trail(
+    services: Services, auth: Auth
+) -> None:
+    """Access records are written after the answer: one of a read that came just before a
+    forget commits after the forget, and is still the auditor's to see."""
+    services.access_log = log = AccessLog(services.ledger, interval=60.0)  # held until flushed
+    with TestClient(create_app(services)) as client:
+        memory = create(client, auth)
+        url = f"{BASE}/{memory['memory_id']}"
+        assert client.get(f"{url}/versions", headers=auth()).status_code == 200
+        assert log.pending == 1  # queued, not written
+        assert client.delete(url, headers=auth()).status_code == 204
+        assert log.flush() and log.state().written == 1
+        trail = client.get(AUDIT, params={"memory_id": memory["memory_id"]}, headers=auditor(auth))
+    assert trail.status_code == 200, trail.text
+    items = trail.json()["items"]
+    assert [e["event_type"] for e in items] == ["memory.created", "memory.deleted", "memory.read"]
+    read = items[-1]
+    assert (read["user_id"], read["revision"]) == ("alice", 1)
+    assert items[1]["position"] < read["position"]  # committed after the forget
 
 
 def test_only_auditors_read_the_trail(client: TestClient, auth: Auth) -> None:

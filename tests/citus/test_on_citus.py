@@ -27,6 +27,7 @@ from tests.api.test_agent_tokens import (  # noqa: F401
     test_every_agent_turn_token_is_refused_on_the_user_apis,
 )
 from tests.api.test_audit_api import (  # noqa: F401
+    test_a_read_recorded_after_its_memory_was_forgotten_stays_in_the_trail,
     test_every_change_is_audited_with_its_request_id_and_no_content,
     test_pages_walk_every_event_once_and_filters_narrow,
 )
