@@ -17,7 +17,7 @@ COPY evaluation ./evaluation
 COPY api ./api
 # A home of its own: the cache of derived model data (MEMLEDGER_CACHE_DIR, ~/.cache/memledger)
 # spares each restart the embedding of the hubness background.
-RUN pip install . && useradd --system --create-home --home-dir /home/memledger memledger
+RUN pip install . && useradd --system --create-home --home-dir /var/lib/memledger memledger
 
 USER memledger
 EXPOSE 8000
