@@ -199,3 +199,21 @@ def test_while_the_listener_is_down_no_cached_key_is_trusted(
     assert until(lambda: len(listener_pids(database_url, channel)) == 1)
     follower.keys.get(memory_id)
     assert until(lambda: held_without_asking(follower, memory_id, asked))
+
+
+def test_a_stopping_listener_wakes_itself_and_its_note_revokes_nothing(
+    make_ledger: Make, database_url: str, asked: list[set[UUID]]
+) -> None:
+    follower = make_ledger(key_cache_ttl=3600.0)
+    assert follower.follow_revocations()
+    memory_id = create(follower, "diet", "I am vegetarian")
+    follower.keys.get(memory_id)
+    assert held_without_asking(follower, memory_id, asked)
+
+    channel = follower.recorder.revocation_channel  # type: ignore[attr-defined]
+    (follower_pid,) = listener_pids(database_url, channel)
+    other = make_ledger()
+    assert other.follow_revocations()
+    other.close()  # its listener is woken by an empty note, which every listener hears
+    assert until(lambda: listener_pids(database_url, channel) == [follower_pid])
+    assert held_without_asking(follower, memory_id, asked)  # the note dropped nothing
