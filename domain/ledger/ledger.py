@@ -128,6 +128,9 @@ class MemoryLedger(Application[UUID]):
         if self._revocations is not None:
             self._revocations.stop()
             self._revocations = None
+        recorder = self.recorder
+        if isinstance(recorder, LedgerRecorder):
+            recorder.notifier.close()  # its thread would wait for a save forever
         super().close()
 
     def tombstoned(self, aggregate_ids: Iterable[UUID]) -> set[UUID]:

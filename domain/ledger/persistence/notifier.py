@@ -5,7 +5,8 @@ database, held through the commit and its WAL flush): a NOTIFY inside each save 
 saves of different partitions commit one at a time again. So a save only calls `notify()`
 after its commit, and one thread per process sends the NOTIFY, in a transaction of its own
 that writes nothing: saves committed meanwhile share one note. A worker that misses a note
-(its connection dropped) still looks again after its idle wait.
+(its connection dropped) still looks again after its idle wait. `close` (the ledger closing)
+sends a last note and ends the thread.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ class Notifier:
         self._due = threading.Event()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
+        self._closing = False
 
     def notify(self) -> None:
         """Have a note sent (after the caller's commit: the workers read what it committed)."""
@@ -43,6 +45,14 @@ class Notifier:
                         target=self._run, name="ledger-notifier", daemon=True
                     )
                     self._thread.start()
+
+    def close(self, timeout: float = 1.0) -> None:
+        """Send what is due and end the thread (before the ledger's pool closes)."""
+        with self._lock:
+            thread, self._closing = self._thread, True
+        if thread is not None:
+            self._due.set()
+            thread.join(timeout)
 
     def _run(self) -> None:
         while True:
@@ -56,3 +66,7 @@ class Notifier:
                 with_connection(self._datastore, lambda conn: conn.execute(self._statement))
             except Exception:  # the workers look again after their idle wait
                 _log.debug("could not notify the projection workers", exc_info=True)
+            if self._closing:
+                with self._lock:
+                    self._thread = None
+                return
