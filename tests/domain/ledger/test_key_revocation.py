@@ -181,14 +181,22 @@ def listener_pids(database_url: str, channel: str) -> list[int]:
     return [row[0] for row in rows]
 
 
-def test_while_the_listener_is_down_no_cached_key_is_trusted(
-    make_ledger: Make, database_url: str, asked: list[set[UUID]]
-) -> None:
+def following_with_a_cached_key(
+    make_ledger: Make, asked: list[set[UUID]]
+) -> tuple[MemoryLedger, UUID]:
+    """A ledger following revocations, a memory's key in its cache (answered without asking)."""
     follower = make_ledger(key_cache_ttl=3600.0)
     assert follower.follow_revocations()
     memory_id = create(follower, "diet", "I am vegetarian")
     follower.keys.get(memory_id)
     assert held_without_asking(follower, memory_id, asked)
+    return follower, memory_id
+
+
+def test_while_the_listener_is_down_no_cached_key_is_trusted(
+    make_ledger: Make, database_url: str, asked: list[set[UUID]]
+) -> None:
+    follower, memory_id = following_with_a_cached_key(make_ledger, asked)
 
     channel = follower.recorder.revocation_channel  # type: ignore[attr-defined]
     (pid,) = listener_pids(database_url, channel)
@@ -204,11 +212,7 @@ def test_while_the_listener_is_down_no_cached_key_is_trusted(
 def test_a_stopping_listener_wakes_itself_and_its_note_revokes_nothing(
     make_ledger: Make, database_url: str, asked: list[set[UUID]]
 ) -> None:
-    follower = make_ledger(key_cache_ttl=3600.0)
-    assert follower.follow_revocations()
-    memory_id = create(follower, "diet", "I am vegetarian")
-    follower.keys.get(memory_id)
-    assert held_without_asking(follower, memory_id, asked)
+    follower, memory_id = following_with_a_cached_key(make_ledger, asked)
 
     channel = follower.recorder.revocation_channel  # type: ignore[attr-defined]
     (follower_pid,) = listener_pids(database_url, channel)
