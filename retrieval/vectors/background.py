@@ -99,8 +99,8 @@ def _cached(model: QueryModel, texts: list[str], cache: Path | None) -> Vectors 
     except (OSError, ValueError) as error:
         _log.warning("background cache %s unreadable (%s): embedding it", path, error)
         return None
-    if raw.shape[0] != len(texts) or raw.dtype != np.float32:
-        return None
+    if raw.ndim != 2 or raw.shape[0] != len(texts) or raw.dtype != np.float32:
+        return None  # not a file this wrote
     probe = np.asarray(model.query(texts[0]))
     if probe.shape != raw.shape[1:] or not np.array_equal(probe, raw[0]):
         _log.info("background cache %s is of another model build: embedding it", path)

@@ -91,3 +91,10 @@ def test_an_unusable_folder_or_file_costs_only_the_embedding(tmp_path: Path, mod
     assert background(model, tmp_path)[1].shape == (len(CHINESE), 8)
     assert model.calls == len(ENGLISH) + len(CHINESE)
     assert np.load(kept).shape == (len(ENGLISH) + len(CHINESE), 8)  # written again, whole
+
+    for wrong in (np.float32(1.0), np.zeros((3, 8), np.float32), np.zeros((2, 2, 2), np.float32)):
+        np.save(kept, wrong)  # a valid file of another shape: not taken, embedded again
+        fresh(model_id)
+        model = Model(model_id)
+        assert background(model, tmp_path)[0].shape == (len(ENGLISH), 8)
+        assert model.calls == len(ENGLISH) + len(CHINESE)
