@@ -12,10 +12,15 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 __all__ = ["Settings"]
 
 
-def _user_cache() -> Path:
-    """The user's cache folder (XDG_CACHE_HOME, else ~/.cache)."""
+def _cache_dir() -> Path | None:
+    """memledger's folder in the user's cache (XDG_CACHE_HOME, else ~/.cache); None for an
+    account without a home (a container's arbitrary user): nothing is kept then."""
     folder = os.environ.get("XDG_CACHE_HOME")
-    return Path(folder) if folder else Path.home() / ".cache"
+    try:
+        base = Path(folder) if folder else Path.home() / ".cache"
+    except RuntimeError:  # no HOME and no home in the password database
+        return None
+    return base / "memledger"
 
 
 class Settings(BaseSettings):
@@ -36,7 +41,7 @@ class Settings(BaseSettings):
         Path(".memledger"), description="local data folder (embedded DB, dev keys)"
     )
     cache_dir: Path | None = Field(
-        default_factory=lambda: _user_cache() / "memledger",
+        default_factory=_cache_dir,
         description="data derived from public models (the embedder's hubness background), kept"
         " between starts; no personal data; empty: none",
     )
