@@ -35,18 +35,26 @@ def test_a_request_still_running_at_the_deadline_is_answered_503_with_retry_afte
     services.request_deadline, services.retry_after = 1.0, 7
     services.reads.memories = stuck  # type: ignore[method-assign]
     with TestClient(create_app(services), raise_server_exceptions=False) as client:
-        started = time.monotonic()
-        response = client.get("/me/core-memories", headers=auth())
-        elapsed = time.monotonic() - started
-        for _ in range(100):  # the abandoned route thread, on a busy machine
+        # A machine too busy to start the route's thread within the second abandons it before
+        # the read (every step checks the deadline): that request shows the 503 but not the
+        # deadline inside the route, so it is asked again, three times at most.
+        for _ in range(3):
+            started = time.monotonic()
+            response = client.get("/me/core-memories", headers=auth())
+            elapsed = time.monotonic() - started
+            assert response.status_code == 503, response.text
+            assert response.headers["Retry-After"] == "7" and "X-Request-ID" in response.headers
+            assert (
+                response.json()["detail"] == "not answered within the request deadline (1 s); retry"
+            )
+            assert elapsed < 3.0  # not the 10 s the route would take; slack for a busy machine
+            for _ in range(100):  # the abandoned route thread, on a busy machine
+                if seen:
+                    break
+                time.sleep(0.05)
             if seen:
                 break
-            time.sleep(0.05)
         released.set()
-    assert response.status_code == 503, response.text
-    assert response.headers["Retry-After"] == "7" and "X-Request-ID" in response.headers
-    assert response.json()["detail"] == "not answered within the request deadline (1 s); retry"
-    assert elapsed < 3.0  # not the 10 s the route would take; slack for a busy machine
     assert seen and seen[0] is not None and seen[0] < 1.0
 
 
