@@ -176,8 +176,8 @@ class AccessLog:
 
     def state(self) -> AccessLogState:
         """Counts for the metrics (`memledger_access_records_*`)."""
-        with self._cond:
-            return AccessLogState(self.written, self.dropped, self._queued - self._done)
+        with self._cond:  # a re-entrant lock: `pending` takes it again
+            return AccessLogState(self.written, self.dropped, self.pending)
 
     # -- the writer thread -------------------------------------------------------------------
 

@@ -73,10 +73,11 @@ def background(model: QueryModel, cache: Path | None = None) -> tuple[Vectors, V
         computed = _COMPUTED.get(model.model_id)
         if computed is None:
             texts = [normalise_content(t) for t in (*ENGLISH, *CHINESE)]
-            raw = _cached(model, texts, cache)
+            path = _file(model, texts, cache)
+            raw = _cached(model, texts, path)
             if raw is None:
                 raw = np.stack([model.query(t) for t in texts])
-                _keep(raw, _file(model, texts, cache))
+                _keep(raw, path)
             latin, cjk = normalised(raw[: len(ENGLISH)]), normalised(raw[len(ENGLISH) :])
             computed = _COMPUTED[model.model_id] = (latin, cjk)
         return computed
@@ -89,13 +90,13 @@ def _file(model: QueryModel, texts: list[str], cache: Path | None) -> Path | Non
     return cache / f"background-{hashlib.sha256(named).hexdigest()[:32]}.npy"
 
 
-def _cached(model: QueryModel, texts: list[str], cache: Path | None) -> Vectors | None:
-    """The model's kept outputs for `texts`, if its first text's vector is still the kept one."""
-    path = _file(model, texts, cache)
+def _cached(model: QueryModel, texts: list[str], path: Path | None) -> Vectors | None:
+    """The model's kept outputs for `texts` (at `path`), if its first text's vector is still
+    the kept one."""
     if path is None or not path.is_file():
         return None
     try:
-        raw = np.load(path, allow_pickle=False)
+        raw: Vectors = np.load(path, allow_pickle=False)
     except (OSError, ValueError) as error:
         _log.warning("background cache %s unreadable (%s): embedding it", path, error)
         return None
@@ -105,7 +106,7 @@ def _cached(model: QueryModel, texts: list[str], cache: Path | None) -> Vectors 
     if probe.shape != raw.shape[1:] or not np.array_equal(probe, raw[0]):
         _log.info("background cache %s is of another model build: embedding it", path)
         return None
-    return np.asarray(raw, dtype=np.float32)
+    return raw
 
 
 def _keep(raw: Vectors, path: Path | None) -> None:
