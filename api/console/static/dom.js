@@ -70,7 +70,8 @@ const FOCUSABLE =
 
 /**
  * A modal <dialog>: focus stays inside (Tab wraps), Escape cancels, and on close focus goes
- * back to the element with data-focus-key=returnKey. Returns {dialog, close}.
+ * back to the element with data-focus-key=returnKey, unless the action that closed it already
+ * placed it (e.g. on the row it created). Returns {dialog, close}.
  */
 export function openDialog({ title, body, actions, returnKey, className = "", onClose }) {
   const titleId = newId("dlg-title");
@@ -98,7 +99,10 @@ export function openDialog({ title, body, actions, returnKey, className = "", on
   dialog.addEventListener("close", () => {
     dialog.remove();
     if (onClose) onClose();
-    focusKey(returnKey, "#main");
+    // Unless what closed it has put the focus somewhere already: `close` is fired in a later
+    // task, which a newer Chromium runs after the redraw that focused the row just created.
+    const active = document.activeElement;
+    if (!active || active === document.body) focusKey(returnKey, "#main");
   });
   document.body.append(dialog);
   dialog.showModal();
