@@ -240,9 +240,20 @@ def until_answered(client: httpx2.Client, path: str, params: dict[str, Any]) -> 
     while True:
         call, body = timed(client, "GET", path, params=params)
         if call.status != 503 or time.monotonic() > deadline:
-            assert call.status == 200, (call, body)
+            assert call.status == 200, (call, body, _lags(client))
             return body
         time.sleep(0.2)
+
+
+def _lags(client: httpx2.Client) -> list[list[str]]:
+    """The server's projection gauges, read twice a second apart: a worker that is behind and
+    catching up, or one that stands still (what a 503 that never ends needs to say)."""
+    readings = []
+    for pause in (0.0, 1.0):
+        time.sleep(pause)
+        lines = client.get("/metrics").text.splitlines()
+        readings.append([line for line in lines if line.startswith("memledger_projection_")])
+    return readings
 
 
 def acknowledged_writes_kept(server: FaultServer, acknowledged: list[tuple[str, str]]) -> None:
