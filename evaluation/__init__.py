@@ -7,5 +7,7 @@
 - `report`: the text report.
 - `guard`: the suite's recorded figures that may not fall (tests/retrieval/test_recall_quality.py).
 
-scripts/eval_recall.py is the command over them. No product code imports this package.
+scripts/eval_recall.py is the command over them. `labelled/` is the older labelled set
+(tests/retrieval/), for scripts/eval_retrieval.py and tests/retrieval/test_retrieval_quality.py.
+No product code imports this package.
 """

@@ -145,7 +145,7 @@ class MemorySearch:
             category=category,
             limit=limit,
             revision=snapshot.revision,
-            retrieval_version=f"{self._version()}/{floor:g}",
+            retrieval_version=f"{self.version()}/{floor:g}",
         )
         if snapshot.may_serve:
             cached = self.cache.get(key, now=now)
@@ -161,7 +161,8 @@ class MemorySearch:
             )
         return found
 
-    def _version(self) -> str:
+    def version(self) -> str:
+        """The ranker as a search result names it: fusion weights, model, reranker."""
         model = self.vectors.model() if self.vectors is not None else None
         reranker = self.reranker  # left alone after a failure: the fused order is looked up
         rerank = f"/{reranker.version}" if reranker is not None and reranker.asked() else ""

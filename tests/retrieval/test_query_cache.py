@@ -342,5 +342,5 @@ def test_a_disabled_cache_is_not_even_consulted(monkeypatch: pytest.MonkeyPatch)
 
 
 def test_the_retrieval_version_is_the_rankers() -> None:
-    assert MemorySearch(None)._version() == f"{WEIGHTS.version}/lexical"
+    assert MemorySearch(None).version() == f"{WEIGHTS.version}/lexical"
     assert isinstance(Found(SearchResult([], 0)).revisions, dict)

@@ -33,7 +33,7 @@ an English stop word (DID), a long memory matching one word of a query (lab).
 
 What this test checks
 ---------------------
-`scripts/eval_retrieval.py`'s `evaluate` loads the set with the ledger's commands (the test's
+evaluation/labelled/run.py's `evaluate` loads the set with the ledger's commands (the test's
 settable clock steps through the ages; the worker runs the embeddings projection with the
 bundled model) and sends every query to the HTTP tool endpoint, once with lexical search and
 once with hybrid search. Hard,
@@ -58,12 +58,9 @@ message; adding queries usually changes the values, so record them in the same c
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import pathlib
-import sys
 from collections.abc import Callable
-from types import ModuleType
 from typing import Any
 
 import pytest
@@ -73,6 +70,9 @@ from api.app import create_app
 from api.metrics import Metrics
 from api.services import Services
 from domain.ledger.ledger import MemoryLedger
+from domain.model.values import CATEGORIES, WORKSPACES
+from evaluation.labelled import cases, run, scores
+from evaluation.labelled.render import render
 from projections.reads import Reads
 from projections.registry import all_projections
 from projections.worker import ProjectionWorker
@@ -81,35 +81,22 @@ from retrieval.vectors.service import EmbeddingService
 pytestmark = pytest.mark.integration
 
 HERE = pathlib.Path(__file__).resolve().parent
-SCRIPT = HERE.parent.parent / "scripts" / "eval_retrieval.py"
-
-
-def _script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("eval_retrieval", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while being built
-    spec.loader.exec_module(module)
-    return module
-
-
-ev = _script()
 
 
 def test_the_set_is_consistent_and_large_enough() -> None:
-    data = ev.EvalSet.load(HERE)
+    data = cases.EvalSet.load(HERE)
     answerable = [q for q in data.queries if q.expected and q.guarded]
 
-    assert ev.check_set(data) == []
+    assert cases.check_set(data) == []
     assert len(data.memories) >= 200
     assert len({m.user for m in data.memories}) >= 20
     assert len(data.queries) >= 100 and len(answerable) >= 100
-    assert {m.category for m in data.memories} == set(ev.CATEGORIES)
-    assert {m.scope for m in data.memories} == {"global", *ev.WORKSPACES}
-    assert {m.status for m in data.memories} == set(ev.STATUSES)
+    assert {m.category for m in data.memories} == set(CATEGORIES)
+    assert {m.scope for m in data.memories} == {"global", *WORKSPACES}
+    assert {m.status for m in data.memories} == set(cases.STATUSES)
     assert any(m.expires_in_days is not None and m.expires_in_days < 0 for m in data.memories)
     assert any(m.review_in_days is not None and m.review_in_days < 0 for m in data.memories)
-    assert {q.kind for q in data.queries} == set(ev.KINDS)
+    assert {q.kind for q in data.queries} == set(cases.KINDS)
     assert sum(q.kind == "paraphrase" for q in data.queries) >= 60
     assert sum(q.kind == "cross_language" for q in data.queries) >= 60
     unrelated = [q.query for q in data.queries if q.kind == "no_match"]
@@ -119,24 +106,26 @@ def test_the_set_is_consistent_and_large_enough() -> None:
 
 
 def test_the_halves_are_stable_and_balanced() -> None:
-    data = ev.EvalSet.load(HERE)
-    halves = [ev.half(q.id) for q in data.queries]
+    data = cases.EvalSet.load(HERE)
+    halves = [scores.half(q.id) for q in data.queries]
 
-    assert ev.half("q001") == ev.half("q001") and set(halves) == set(ev.HALVES)
+    assert scores.half("q001") == scores.half("q001") and set(halves) == set(scores.HALVES)
     assert abs(halves.count("tuning") - halves.count("held-out")) <= len(halves) // 10
 
 
 def test_the_scoring_gives_a_perfect_ranking_one_and_catches_every_forbidden_memory() -> None:
-    data = ev.EvalSet.load(HERE)
-    perfect = [ev.Outcome(q, q.expected, ev.leaks_of(q, q.expected, data)) for q in data.queries]
-    report = ev.summarise(data, perfect, "oracle")
+    data = cases.EvalSet.load(HERE)
+    perfect = [
+        scores.Outcome(q, q.expected, cases.leaks_of(q, q.expected, data)) for q in data.queries
+    ]
+    report = scores.summarise(data, perfect, "oracle")
 
     assert report["guarded"]["recall@5"] == report["guarded"]["mrr"] == 1.0
     assert report["guarded"]["empty_precision"] == 1.0
-    assert ev.hard_failures(report) == [] and report["failures"] == []
+    assert scores.hard_failures(report) == [] and report["failures"] == []
     for q in data.queries:
-        assert ev.leaks_of(q, q.forbidden, data) == q.forbidden
-        other = ev.Outcome(q, (*q.forbidden, *q.expected), ev.leaks_of(q, q.forbidden, data))
+        assert cases.leaks_of(q, q.forbidden, data) == q.forbidden
+        other = scores.Outcome(q, (*q.forbidden, *q.expected), cases.leaks_of(q, q.forbidden, data))
         assert other.perfect == (not q.forbidden)
 
 
@@ -158,11 +147,11 @@ def test_retrieval_quality_holds_and_nothing_leaks(
         worker=worker,
     )
     with TestClient(create_app(services)) as client:
-        reports = ev.evaluate(
-            ledger, clock, worker, client, services, ev.EvalSet.load(HERE), embedding_service
+        reports = run.evaluate(
+            ledger, clock, worker, client, services, cases.EvalSet.load(HERE), embedding_service
         )
     baseline = json.loads((HERE / "baseline.json").read_text(encoding="utf-8"))
-    misses = "\n" + "\n\n".join(ev.render(r) for r in reports.values())
+    misses = "\n" + "\n\n".join(render(r) for r in reports.values())
 
     assert set(reports) == {"lexical", "hybrid"}
     for name, report in reports.items():
@@ -170,6 +159,6 @@ def test_retrieval_quality_holds_and_nothing_leaks(
         if name == "lexical":  # hybrid ranks its dense candidates by relevance (issue 23)
             assert report["hard"]["no_match_not_empty"] == [], misses
             assert report["hard"]["order"] == [], misses
-        assert ev.regressions(report, baseline[name]) == [], misses
-    assert ev.below_lexical(reports) == [], misses
-    assert ev.missed_targets(reports) == [], misses  # issue 7: R@5 >= 0.95, MRR >= 0.90
+        assert scores.regressions(report, baseline[name]) == [], misses
+    assert scores.below_lexical(reports) == [], misses
+    assert scores.missed_targets(reports) == [], misses  # issue 7: R@5 >= 0.95, MRR >= 0.90
