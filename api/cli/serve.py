@@ -129,3 +129,5 @@ def serve(
             each.pool.close()
         read_pool.close()
         ledger.close()
+        if embeddings is not None:
+            embeddings.close()

@@ -111,3 +111,5 @@ def _services(settings: Settings, *, worker: bool) -> Iterator[Services]:
             each.stop()
             each.pool.close()
         ledger.close()
+        if embeddings is not None:
+            embeddings.close()

@@ -53,7 +53,8 @@ class _Job(Generic[T]):
 
 
 class FairQueue:
-    """Runs submitted calls on `workers` daemon threads (started on first use), fairly by user."""
+    """Runs submitted calls on `workers` daemon threads (started on first use), fairly by user,
+    until `close`."""
 
     def __init__(
         self,
@@ -77,6 +78,7 @@ class FairQueue:
         self._seq = itertools.count()
         self._ready = threading.Condition()
         self._threads: list[threading.Thread] = []
+        self._closed = False
 
     def submit(self, user: str, work: Callable[[], T]) -> Future[T]:
         """Queue `work` for `user`; cancel the future to drop it while it is still queued.
@@ -85,6 +87,8 @@ class FairQueue:
         """
         future: Future[T] = Future()
         with self._ready:
+            if self._closed:
+                raise RuntimeError(f"{self.name}: the queue is closed")
             busy = self._running or self._pending
             if self.share is not None and busy and self._used(user, self.clock()) > self.share:
                 raise OverShare(user)
@@ -92,6 +96,15 @@ class FairQueue:
             self._pending.append(_Job(next(self._seq), user, work, future))  # type: ignore[arg-type]
             self._ready.notify()
         return future
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Take no more jobs; the threads end once the jobs already queued are done (waited
+        for up to `timeout` seconds: a running model call cannot be interrupted)."""
+        with self._ready:
+            self._closed = True
+            self._ready.notify_all()
+        for thread in self._threads:
+            thread.join(timeout)
 
     def pending(self) -> int:
         """Jobs waiting (cancelled ones included until a worker passes them)."""
@@ -110,10 +123,13 @@ class FairQueue:
         seconds, when = self._usage.get(user, (0.0, now))
         return seconds * math.pow(0.5, (now - when) / self.half_life)
 
-    def _next(self) -> _Job[object]:
-        """The job of the user with the least recent embedding time (then the oldest)."""
+    def _next(self) -> _Job[object] | None:
+        """The job of the user with the least recent embedding time (then the oldest); None
+        once the queue is closed and empty."""
         with self._ready:
             while not self._pending:
+                if self._closed:
+                    return None
                 self._ready.wait()
             now = self.clock()
             job = min(self._pending, key=lambda j: (self._used(j.user, now), j.seq))
@@ -121,8 +137,7 @@ class FairQueue:
             return job
 
     def _run(self) -> None:
-        while True:
-            job = self._next()
+        while (job := self._next()) is not None:
             if not job.future.set_running_or_notify_cancel():
                 continue  # the caller gave up while it waited: never run
             started = self.clock()

@@ -342,6 +342,11 @@ class EmbeddingService:
         now (the embeddings view calls it)."""
         self.matrices.forget(schema, forgotten)
 
+    def close(self) -> None:
+        """At shutdown: end the query queue's threads (the queue is this service's, whoever
+        made it); a closed service embeds no more queries."""
+        self.queue.close()
+
     def clear_cache(self) -> None:
         """Forget every cached query vector."""
         with self._lock:

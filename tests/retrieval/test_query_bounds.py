@@ -81,6 +81,28 @@ def test_the_queue_runs_the_least_served_user_first_and_drops_cancelled_jobs() -
     assert ran == ["light", "heavy0", "heavy1", "heavy2"]
 
 
+def test_a_closed_queue_runs_what_it_queued_takes_nothing_more_and_its_threads_end() -> None:
+    queue = FairQueue(2, share=None, name="closing-queue")
+    started, release = threading.Event(), threading.Event()
+
+    def hold() -> str:
+        started.set()
+        release.wait(timeout=30)
+        return "held"
+
+    held = queue.submit("alice", hold)
+    assert started.wait(timeout=30)
+    queued = [queue.submit("bob", lambda n=n: n) for n in range(3)]
+    queue.close(timeout=0)  # closed at once; its threads still have work
+    with pytest.raises(RuntimeError, match="closed"):
+        queue.submit("carol", lambda: "late")
+    release.set()
+    assert held.result(timeout=30) == "held"
+    assert [job.result(timeout=30) for job in queued] == [0, 1, 2]
+    queue.close()
+    assert not [t for t in threading.enumerate() if t.name.startswith("closing-queue")]
+
+
 def test_a_user_past_their_share_of_a_busy_queue_is_not_embedded() -> None:
     now = [0.0]
     queue = FairQueue(1, share=0.5, half_life=10.0, clock=lambda: now[0])
