@@ -11,8 +11,10 @@ Every command's errors end as one line on stderr and an exit status (docs/operat
 
 from __future__ import annotations
 
+import faulthandler
 import os
 import re
+import signal
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -38,6 +40,7 @@ __all__ = [
     "CommandGroup",
     "complete_shredding",
     "describe",
+    "dump_stacks_on_sigusr1",
     "fail",
     "load_settings",
     "open_ledger",
@@ -141,6 +144,12 @@ def complete_shredding(ledger: MemoryLedger) -> None:
     shredded = ledger.complete_shredding()
     if shredded:
         typer.echo(f"memledger: destroyed {shredded} data keys that outlived a forget", err=True)
+
+
+def dump_stacks_on_sigusr1() -> None:
+    """From now on `kill -USR1 <pid>` writes every thread's stack to stderr and the process
+    goes on: where a stalled worker or a hung request waits, without stopping the service."""
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
 
 
 def require_user(ledger: MemoryLedger, user_id: str) -> None:

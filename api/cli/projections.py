@@ -13,6 +13,7 @@ from api.cli.common import (
     EXIT_NOT_DONE,
     EXIT_REFUSED,
     complete_shredding,
+    dump_stacks_on_sigusr1,
     fail,
     load_settings,
 )
@@ -54,6 +55,7 @@ def run_projections() -> None:
         embedding_worker.stop(timeout=0)
 
     signal.signal(signal.SIGTERM, stop)
+    dump_stacks_on_sigusr1()
     typer.echo("memledger: projection workers running (Ctrl-C to stop)", err=True)
     embedding_worker.start()
     try:

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 import typer
 from pydantic import SecretStr
 
-from api.cli.common import complete_shredding, fail, load_settings
+from api.cli.common import complete_shredding, dump_stacks_on_sigusr1, fail, load_settings
 
 __all__ = ["serve", "version_command"]
 
@@ -82,6 +82,7 @@ def serve(
     # uvicorn drains in-flight requests on SIGTERM, then re-raises the signal to the handler
     # it found: make that handler a clean exit, so the worker and pools below close properly.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    dump_stacks_on_sigusr1()
     bind_host, bind_port = host or settings.host, port or settings.port
     if settings.dev:
         from api.console import console_link

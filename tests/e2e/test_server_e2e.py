@@ -23,6 +23,7 @@ import httpx2
 import pytest
 
 from api.tokens import mint_token
+from tests.polling import until
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]  # a server each: ~10 s
 
@@ -238,8 +239,17 @@ def diagnosis(server: Server) -> str:
     return "\n".join([*gauges, server.output()[-3000:]])
 
 
-def test_sigterm_drains_and_exits_0_within_15_seconds(server: Server) -> None:
-    with server.client() as alice:
+def test_sigusr1_shows_every_threads_stack_then_sigterm_drains_and_exits_0(
+    server: Server,
+) -> None:
+    server.process.send_signal(signal.SIGUSR1)  # an operator asking where a stalled server waits
+
+    def log() -> str:
+        return server.log.read_text(errors="replace")
+
+    assert until(lambda: "projections/worker.py" in log(), 10), server.output()
+    assert "Thread 0x" in log()
+    with server.client() as alice:  # it went on serving
         body = {"memory_key": "k", "content": "a fact", "category": "fact", "scope_type": "global"}
         expect(alice.post("/me/core-memories", json=body), 201)
     server.process.send_signal(signal.SIGTERM)

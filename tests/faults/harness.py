@@ -245,6 +245,19 @@ def until_answered(client: httpx2.Client, path: str, params: dict[str, Any]) -> 
         time.sleep(0.2)
 
 
+def stacks(server: FaultServer) -> str:
+    """Every thread's stack of a running server (`kill -USR1`, api/cli/common.py), as its log
+    ends: where its workers and requests wait."""
+    if server.process is None or server.process.poll() is not None:
+        return server.output()
+    before = server.log.stat().st_size
+    server.process.send_signal(signal.SIGUSR1)
+    time.sleep(1.0)
+    with server.log.open("rb") as log:
+        log.seek(before)
+        return log.read().decode(errors="replace")
+
+
 def _lags(client: httpx2.Client) -> list[list[str]]:
     """The server's projection gauges, read twice a second apart: a worker that is behind and
     catching up, or one that stands still (what a 503 that never ends needs to say)."""
@@ -266,7 +279,10 @@ def acknowledged_writes_kept(server: FaultServer, acknowledged: list[tuple[str, 
             cursor = None
             while True:
                 params: dict[str, Any] = {"limit": 200} | ({"cursor": cursor} if cursor else {})
-                page = until_answered(client, "/me/core-memories", params)
+                try:
+                    page = until_answered(client, "/me/core-memories", params)
+                except AssertionError as failed:
+                    raise AssertionError(f"{failed}\n{stacks(server)}") from None
                 listed |= {item["memory_id"] for item in page["items"]}
                 cursor = page["next_cursor"]
                 if not cursor:
