@@ -100,8 +100,8 @@ class Leases:
     """One member's leases, held on `conn` (the worker's listener, autocommit): call
     `refresh` on every turn of the loop; the partitions it returns are this member's to apply.
 
-    Bound to one session: when the connection is lost, so are the locks; make a new Leases
-    with the new connection. `interval`: seconds between two reads of `pg_locks` (a turn of a
+    Bound to one session: when the connection is closed (a clean stop) or lost, so are the
+    locks; make a new Leases with the new connection. `interval`: seconds between two reads of `pg_locks` (a turn of a
     worker under write load is short, one per commit notified; reading every lock of the
     server that often would cost more than it tells); between them `refresh` answers what it
     holds.
@@ -159,18 +159,6 @@ class Leases:
             if row and row[0]:
                 self.owned.add(partition)
         return frozenset(self.owned)
-
-    def release(self) -> None:
-        """Give back every partition and leave the group (a clean stop; closing the
-        connection does the same)."""
-        for partition in self.owned:
-            self.conn.execute(
-                SQL("SELECT pg_advisory_unlock(%s)"), (self._keys.partition[partition],)
-            )
-        self.owned.clear()
-        if self._joined:
-            self.conn.execute(SQL("SELECT pg_advisory_unlock_shared(%s)"), (self._keys.member,))
-            self._joined = False
 
 
 def holders(conn: Connection[Any], schema: str, worker: str, partitions: int) -> list[Holder]:
