@@ -6,7 +6,7 @@ retrieval/hybrid.py adds it to the vector relevance of memories that have a vect
 admits a memory on its own). Why a dictionary: docs/retrieval.md.
 
 Both sides are put in one space of English terms (lower case, stop words out, a light stemmer
-that folds plurals, -ing/-ed/-ation and British -ise into one form):
+that folds plurals, -ing/-ed/-ation and British -ise into one form: retrieval/english.py):
 
 - a memory's *concepts*: the words of its key and of its Latin-script content, plus the
   English glosses of every CC-CEDICT word (two characters or more) in its Chinese text, plus
@@ -47,7 +47,8 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Final
 
-from projections.tokens import NOT_PLURAL, STOP_CHARS, STOPWORDS
+from projections.tokens import STOP_CHARS
+from retrieval.english import english_terms, fold, words
 
 __all__ = [
     "AFFIX_MIN",
@@ -55,8 +56,6 @@ __all__ = [
     "Evidence",
     "Glossary",
     "Unit",
-    "english_terms",
-    "fold",
     "shared_glossary",
 ]
 
@@ -64,20 +63,9 @@ AFFIX_MIN: Final = 5
 """Shortest term that matches as the beginning or end of a memory's English word."""
 _WORD_WEIGHT: Final = 2
 _CJK_RUN: Final = re.compile("[\u4e00-\u9fff]+")
-_LATIN_WORD: Final = re.compile("[a-z][a-z'-]*")
 _MAX_WORD: Final = 8
 """Longest dictionary word looked up (CC-CEDICT's longer entries are idioms and names)."""
 # fmt: off
-_GLOSS_STOPWORDS: Final = frozenset((
-    "sb", "sth", "one's", "oneself", "someone", "something", "etc", "lit", "fig", "used", "esp",
-    "also", "abbr", "variant", "see", "cl", "old", "coll", "dialect", "surname", "kangxi",
-    "radical", "pr", "i.e", "e.g", "form", "of", "person", "thing", "to", "be", "make", "get",
-    "have", "do", "one", "use", "need", "many", "much", "per", "anything", "anywhere", "nowhere",
-    "everything", "everywhere", "somewhat", "somewhere", "whatever", "whichever", "whatsoever",
-    "whoever", "wherever", "whenever", "however", "yourself", "herself", "himself", "itself",
-    "themselves", "ourselves", "things", "kind", "sort", "way",
-))
-"""Words of dictionary glosses that translate nothing (CC-CEDICT's notation, pronouns)."""
 _GENERIC: Final = frozenset((
     "time", "first", "up", "out", "off", "take", "go", "put", "give", "look", "back", "down",
     "over", "head", "hand", "good", "new", "great", "high", "long", "other", "level", "plac",
@@ -89,68 +77,9 @@ _SKIPPED_SENSES: Final = (
     "Japanese variant", "erhua variant",
 )
 # fmt: on
-_STOP: Final = STOPWORDS | _GLOSS_STOPWORDS
-_BRITISH: Final = re.compile(r"(?<=.{3})is(e|ed|es|ing|ation|ations)$")
-_SUFFIXES: Final = (
-    ("ational", "ate"),
-    ("ations", ""),
-    ("ation", ""),
-    ("ments", ""),
-    ("ment", ""),
-    ("ings", ""),
-    ("ing", ""),
-    ("ied", "y"),
-    ("ies", "y"),
-    ("ed", ""),
-    ("es", ""),
-    ("s", ""),
-    ("ly", ""),
-)
 _ENTRY: Final = re.compile(r"(\S+) (\S+) \[([^\]]*)\] /(.*)/$")
 _PARENTHESES: Final = re.compile(r"\([^)]*\)")
 _NOT_ENGLISH: Final = re.compile(r"[\u4e00-\u9fff|\[\]0-9]+")
-
-
-def fold(word: str) -> str:
-    """One form for an English word's variants: memorise/memorized -> memoriz, studies -> study.
-
-    The glossary's concept space, looser than the search index's `projections.tokens.stem`
-    (plurals only, stored by the index): "examples" is "exampl" here, "example" there."""
-    word = _BRITISH.sub(r"iz\1", word)
-    if word.endswith("our") and len(word) > 5:
-        word = word[:-3] + "or"
-    for suffix, replacement in _SUFFIXES:
-        if (
-            word.endswith(suffix)
-            and len(word) - len(suffix) >= 3
-            and not (suffix == "s" and word.endswith(NOT_PLURAL))
-            and not (suffix == "ly" and word.endswith(("ply", "ily")))  # apply, family
-        ):
-            word = word[: -len(suffix)] + replacement
-            if suffix in ("ing", "ed") and len(word) > 3 and word[-1] == word[-2] not in "slz":
-                word = word[:-1]  # planning -> plan
-            break
-    if len(word) > 4 and word.endswith("e"):
-        word = word[:-1]
-    return word
-
-
-def english_terms(text: str, folded: Mapping[str, str] | None = None) -> frozenset[str]:
-    """The folded content words of `text`'s Latin script (hyphenated words split).
-
-    `folded`: words already folded (the dictionary's, `Glossary.folded`); others are folded here.
-    """
-    known = folded or {}
-    return frozenset(known.get(word) or fold(word) for word in _words(text))
-
-
-def _words(text: str) -> list[str]:
-    """The content words of `text`'s Latin script, lower case, not yet folded."""
-    found: list[str] = []
-    for word in _LATIN_WORD.findall(text.lower()):
-        word = word.strip("'-").removesuffix("'s")
-        found += (part for part in word.split("-") if len(part) > 1 and part not in _STOP)
-    return found
 
 
 @dataclass(frozen=True, slots=True)
@@ -385,7 +314,7 @@ def _load() -> tuple[dict[str, frozenset[str]], dict[str, str]]:
         terms: set[str] = set()
         for sense in senses.split("/"):
             if not sense.startswith(_SKIPPED_SENSES):
-                for word in _words(_NOT_ENGLISH.sub(" ", _PARENTHESES.sub(" ", sense))):
+                for word in words(_NOT_ENGLISH.sub(" ", _PARENTHESES.sub(" ", sense))):
                     if word not in folded:
                         folded[word] = fold(word)
                     terms.add(folded[word])

@@ -6,8 +6,9 @@ from datetime import UTC, datetime
 
 import pytest
 
+from retrieval.english import english_terms, fold
 from retrieval.fusion import WEIGHTS, FusedRanker
-from retrieval.glossary import Evidence, Glossary, english_terms, fold, shared_glossary
+from retrieval.glossary import Evidence, Glossary, shared_glossary
 from retrieval.query import Query, SearchRow
 from tests.search_rows import search_row
 
