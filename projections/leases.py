@@ -101,10 +101,10 @@ class Leases:
     `refresh` on every turn of the loop; the partitions it returns are this member's to apply.
 
     Bound to one session: when the connection is closed (a clean stop) or lost, so are the
-    locks; make a new Leases with the new connection. `interval`: seconds between two reads of `pg_locks` (a turn of a
-    worker under write load is short, one per commit notified; reading every lock of the
-    server that often would cost more than it tells); between them `refresh` answers what it
-    holds.
+    locks; make a new Leases with the new connection. `interval`: seconds between two reads
+    of `pg_locks` (a turn of a worker under write load is short, one per commit notified;
+    reading every lock of the server that often would cost more than it tells); between them
+    `refresh` answers what it holds.
     """
 
     def __init__(
