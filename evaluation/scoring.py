@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
 from api.bootstrap import build_embeddings
@@ -21,6 +21,7 @@ __all__ = [
     "THRESHOLDS",
     "calibration",
     "evaluate",
+    "mean",
     "missed_targets",
     "percentile",
     "recall",
@@ -48,8 +49,10 @@ def reciprocal_rank(expected: Sequence[str], returned: Sequence[str]) -> float:
     return 0.0
 
 
-def _mean(values: Sequence[float]) -> float | None:
-    return round(sum(values) / len(values), 4) if values else None
+def mean(values: Iterable[float | None]) -> float | None:
+    """The mean of the values given (None ones skipped), to four places; None when none is."""
+    present = [v for v in values if v is not None]
+    return round(sum(present) / len(present), 4) if present else None
 
 
 def percentile(values: Sequence[float], share: float) -> float | None:
@@ -67,10 +70,10 @@ def scores(rows: Sequence[tuple[Mapping[str, Any], list[str]]]) -> dict[str, Any
     return {
         "queries": len(rows),
         "answerable": len(answerable),
-        "recall@5": _mean([recall(q["expected"], r) for q, r in answerable]),
-        "mrr": _mean([reciprocal_rank(q["expected"], r) for q, r in answerable]),
+        "recall@5": mean([recall(q["expected"], r) for q, r in answerable]),
+        "mrr": mean([reciprocal_rank(q["expected"], r) for q, r in answerable]),
         "unrelated": len(unrelated),
-        "unrelated_empty": _mean([float(not r) for r in unrelated]),
+        "unrelated_empty": mean([float(not r) for r in unrelated]),
     }
 
 
@@ -223,10 +226,10 @@ def calibration(
     for b in range(bins):
         inside = [(r, hit) for r, hit in pairs if min(int(r * bins), bins - 1) == b]
         if inside:
-            mean = sum(r for r, _ in inside) / len(inside)
+            average = sum(r for r, _ in inside) / len(inside)
             share = sum(hit for _, hit in inside) / len(inside)
-            curve.append([round(mean, 3), round(share, 3), len(inside)])
-            error += len(inside) * abs(mean - share)
+            curve.append([round(average, 3), round(share, 3), len(inside)])
+            error += len(inside) * abs(average - share)
     return {"ece": round(error / len(pairs), 4) if pairs else None, "curve": curve}
 
 

@@ -66,14 +66,13 @@ from evaluation.labelled.scores import (
     missed_targets,
     regressions,
 )
+from evaluation.recall_set import REPO_ROOT
 from projections.reads import Reads
 from projections.registry import all_projections
 from projections.worker import ProjectionWorker, ensure_tables
 from retrieval.fusion import WEIGHTS
 from retrieval.vectors.configured import make_embedder
 from retrieval.vectors.service import EmbeddingService
-
-REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:

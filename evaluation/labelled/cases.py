@@ -16,6 +16,7 @@ from typing import Any, Final
 
 from domain.model.values import CATEGORIES, WORKSPACES, Scope, normalise_key
 from domain.policy import is_visible
+from evaluation.recall_set import REPO_ROOT
 
 __all__ = [
     "HARD_EMPTY_KINDS",
@@ -32,7 +33,6 @@ __all__ = [
     "leaks_of",
 ]
 
-REPO_ROOT: Final = pathlib.Path(__file__).resolve().parents[2]
 SET_DIR: Final = REPO_ROOT / "tests" / "retrieval"
 K: Final = 5
 SEMANTIC_KINDS: Final = frozenset({"paraphrase", "cross_language"})

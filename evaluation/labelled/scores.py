@@ -6,7 +6,7 @@ tests/retrieval/baseline.json records that may not fall.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date
 from typing import Any, Final
@@ -20,6 +20,7 @@ from evaluation.labelled.cases import (
     K,
     QuerySpec,
 )
+from evaluation.scoring import mean
 
 __all__ = [
     "BASELINE",
@@ -75,21 +76,16 @@ class Outcome:
         return self.recall == 1.0 and self.reciprocal_rank == 1.0
 
 
-def _mean(values: Iterable[float | None]) -> float | None:
-    present = [v for v in values if v is not None]
-    return round(sum(present) / len(present), 4) if present else None
-
-
 def _scores(outcomes: Sequence[Outcome]) -> dict[str, Any]:
     answerable = [o for o in outcomes if o.query.expected]
     empty = [o for o in outcomes if not o.query.expected]
     return {
         "queries": len(outcomes),
         "answerable": len(answerable),
-        "recall@5": _mean(o.recall for o in answerable),
-        "mrr": _mean(o.reciprocal_rank for o in answerable),
+        "recall@5": mean(o.recall for o in answerable),
+        "mrr": mean(o.reciprocal_rank for o in answerable),
         "no_match": len(empty),
-        "empty_precision": _mean(float(not o.returned) for o in empty),
+        "empty_precision": mean(float(not o.returned) for o in empty),
         "leaks": sum(bool(o.leaks) for o in outcomes),
     }
 
