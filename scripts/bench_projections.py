@@ -133,7 +133,10 @@ def parse_args() -> argparse.Namespace:
         "--per-transaction", type=int, default=100, help="commands per ledger transaction"
     )
     parser.add_argument(
-        "--batch-size", type=int, default=2000, help="events per decode/rebuild batch"
+        "--batch-size",
+        type=int,
+        default=5000,
+        help="events per decode/rebuild batch (the rebuild's default)",
     )
     parser.add_argument("--rounds", type=int, default=1, help="alternations of decode, rebuild")
     parser.add_argument(

@@ -27,10 +27,10 @@ if TYPE_CHECKING:
 
 __all__ = ["projections_app"]
 
-BATCH: Final = 2000
-"""Events per transaction of a rebuild, by default."""
+BATCH: Final = 5000
+"""Events per transaction of a rebuild, by default (projections/worker.py's BATCH says why)."""
 MIN_BATCH: Final = 50
-PROGRESS_STEPS: Final = 50
+PROGRESS_STEPS: Final = 20
 """Batches a rebuild's default batch size aims for at least, above MIN_BATCH events each."""
 
 projections_app = typer.Typer(
@@ -76,7 +76,7 @@ def rebuild_projections(
         int | None,
         typer.Option(
             min=1,
-            help=f"events per transaction (default {BATCH}, or a fiftieth of a smaller ledger,"
+            help=f"events per transaction (default {BATCH}, or a twentieth of a smaller ledger,"
             f" at least {MIN_BATCH}: a batch is a step of the progress shown)",
         ),
     ] = None,
@@ -274,7 +274,7 @@ def _ranges(partitions: Sequence[int]) -> str:
 
 
 def _batch_for(events: int) -> int:
-    """The default batch: BATCH events, fewer on a ledger of less than 50 of them (a step of
+    """The default batch: BATCH events, fewer on a ledger of less than 20 of them (a step of
     progress is a batch: one batch would show nothing until the end)."""
     return max(MIN_BATCH, min(BATCH, events // PROGRESS_STEPS))
 

@@ -168,7 +168,7 @@ def rebuild(
     schema: str,
     projections: Sequence[Projection],
     *,
-    batch_size: int = 2000,
+    batch_size: int = 5000,
     progress: Callable[[int], None] | None = None,
     processes: int = PROCESSES,
     lock_timeout: float = 5.0,
