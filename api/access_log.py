@@ -125,9 +125,10 @@ class AccessLog:
                 self._done += lost
                 entries = entries[: max(room, 0)]
                 _log.error("access audit queue full: %d entries dropped", lost)
+            idle = not self._queue  # the writer may be waiting for a first entry, untimed
             self._queue.extend(entries)
             self._queued += len(entries)
-            if len(self._queue) >= self.batch_size:
+            if entries and (idle or len(self._queue) >= self.batch_size):
                 self._cond.notify_all()
             self._ensure_thread()
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 import uuid
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
@@ -281,6 +282,25 @@ def test_the_access_log_writes_in_the_background_with_each_requests_id(
         ("memory.policy_denied", "req-two", None),
     ]
     assert (log.written, log.dropped, log.pending) == (2, 0, 0)
+
+
+def test_an_entry_recorded_after_the_writer_went_idle_is_written_within_the_interval(
+    ledger: MemoryLedger,
+) -> None:
+    """The writer sleeps once the queue is empty: the next entry must wake it (no flush, no
+    full batch), or a quiet server would keep it, unwritten, until a crash lost it."""
+    log = AccessLog(ledger, interval=0.05)
+    hits = [AccessHit(uuid.uuid4(), "global", None, 1)]
+    try:
+        for expected in (1, 2, 3):
+            log.read("alice", "api.get_memory", None, hits)
+            deadline = time.monotonic() + 5.0
+            while log.written < expected and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert (log.written, log.pending) == (expected, 0)
+            time.sleep(0.2)  # past the interval: the writer waits on an empty queue again
+    finally:
+        log.close()
 
 
 def test_many_entries_are_written_in_batches(ledger: MemoryLedger) -> None:
