@@ -121,6 +121,7 @@ class ProjectionWorker:
         self.owned: frozenset[int] = frozenset()
         """The partitions this worker's live loop holds now (`run`; empty when not running)."""
         self._cut = False  # the last catch-up stopped at its deadline, not caught up
+        self._unread: dict[int, int] = {}  # partition -> the position reported unreadable after
 
     # -- catching up -------------------------------------------------------------------------
 
@@ -204,7 +205,9 @@ class ProjectionWorker:
                     partition, start, self.batch_size
                 )
                 if not notes:
+                    self._report_unread(partition, start, head)
                     continue
+                self._unread.pop(partition, None)
                 batch = decode_batch(self.ledger.mapper, notes)
                 read += len(batch)
                 progressed = True
@@ -215,6 +218,21 @@ class ProjectionWorker:
             if not progressed:
                 break
         return read
+
+    def _report_unread(self, partition: int, after: int, head: int) -> None:
+        """The partition's head is past `after` but reading after it found nothing: its
+        projections cannot move (a read routed to a stale place, on a cluster). Logged once
+        for each position it stays stuck at, so that a stall says where it is."""
+        if self._unread.get(partition) == after:
+            return
+        self._unread[partition] = after
+        _log.warning(
+            "partition %s: its head is at %s but no event after %s could be read;"
+            " its projections wait (retried every turn)",
+            partition,
+            head,
+            after,
+        )
 
     def _interrupted(self, until: float | None) -> bool:
         if self._stop.is_set():

@@ -338,3 +338,40 @@ def test_the_worker_expires_candidates_after_thirty_days(
     worker.catch_up()
     assert ledger.get_candidate("alice", candidate.candidate_id).status == "expired"
     assert worker.expire_due_candidates() == 0
+
+
+def test_a_partition_read_that_finds_nothing_below_its_head_is_reported_once_and_retried(
+    ledger: MemoryLedger,
+    make_worker: Callable[..., ProjectionWorker],
+    pg_schema: str,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    memory = ledger.create_memory(
+        "alice", scope=Scope.global_(), memory_key="tea", content="green tea", category="preference"
+    ).memory
+    worker = make_worker()
+    recorder = ledger.recorder
+    partition = ledger.partition("alice")
+    read = recorder.read_partition
+    misses = iter([True, True])  # two reads come back empty, as from a stale place
+
+    def stale(part: int, after: int, limit: int, **options: Any) -> list[Any]:
+        if part == partition and next(misses, False):
+            return []
+        return list(read(part, after, limit, **options))
+
+    monkeypatch.setattr(recorder, "read_partition", stale)
+    with caplog.at_level("WARNING", logger="projections.worker"):
+        worker.catch_up()  # nothing read: the partition stays behind
+        reads = Reads(worker.pool, pg_schema, ledger.partition)
+        assert reads.memory("alice", memory.memory_id) is None
+        worker.catch_up()  # again: not reported twice for the same position
+        worker.catch_up()  # read now
+    reported = [r.getMessage() for r in caplog.records if "could be read" in r.getMessage()]
+    assert reported == [
+        f"partition {partition}: its head is at 1 but no event after 0 could be read;"
+        " its projections wait (retried every turn)"
+    ]
+    assert worker.status()[0].lag == 0
+    assert reads.memory("alice", memory.memory_id) is not None
