@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx2
+import psycopg
+from psycopg import sql
 from psycopg_pool import ConnectionPool
 
 from api.bootstrap import postgres_env
@@ -25,6 +27,7 @@ from domain.ledger.keyring import MasterKeyring
 from domain.ledger.ledger import MemoryLedger
 from projections.rebuild import rebuild
 from projections.registry import main_projections
+from projections.tracking import Tables, read_positions
 from tests.e2e.test_server_e2e import SECRET, serve_command, wait_until_ready
 
 __all__ = ["BOUND", "SLACK", "Call", "FaultServer", "Load", "check_calls", "projections_rebuilt"]
@@ -289,6 +292,22 @@ def acknowledged_writes_kept(server: FaultServer, acknowledged: list[tuple[str, 
                     break
     missing = [memory_id for _, memory_id in acknowledged if memory_id not in listed]
     assert not missing, f"{len(missing)} acknowledged writes lost: {missing[:5]}"
+
+
+def at_heads(database_url: str, schema: str) -> bool:
+    """Every main projection at the head of every partition (the heads table read)."""
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        heads = conn.execute(
+            sql.SQL("SELECT partition, position FROM {}").format(
+                sql.Identifier(schema, "memledger_ledger_heads")
+            )
+        ).fetchall()
+        positions = read_positions(conn, Tables(schema))
+    return all(
+        positions.get((p.name, partition), 0) == head
+        for p in main_projections()
+        for partition, head in heads
+    )
 
 
 def projections_rebuilt(database_url: str, schema: str, master_key: str) -> None:

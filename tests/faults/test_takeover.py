@@ -32,6 +32,7 @@ from tests.faults.harness import (
     FaultServer,
     Load,
     acknowledged_writes_kept,
+    at_heads,
     check_calls,
     create,
     timed,
@@ -219,22 +220,6 @@ def audited_once(cluster: PrivateCluster, schema: str) -> None:
     assert len(audit) == len(expected) and set(audit) == expected
 
 
-def at_heads(cluster: PrivateCluster, schema: str) -> bool:
-    """Every main projection at the head of every partition (the heads table read)."""
-    with psycopg.connect(cluster.url, autocommit=True) as conn:
-        heads = conn.execute(
-            sql.SQL("SELECT partition, position FROM {}").format(
-                sql.Identifier(schema, "memledger_ledger_heads")
-            )
-        ).fetchall()
-        positions = read_positions(conn, Tables(schema))
-    return all(
-        positions.get((p.name, partition), 0) == head
-        for p in main_projections()
-        for partition, head in heads
-    )
-
-
 def test_a_server_reads_its_writes_applied_by_another_process_and_takes_over_when_it_dies(
     make_server: Callable[..., FaultServer],
     cluster: PrivateCluster,
@@ -291,6 +276,6 @@ def test_a_server_reads_its_writes_applied_by_another_process_and_takes_over_whe
     until(caught_up, timeout=30)
     server.stop()  # its last access records are written as it stops: applied by a restart
     other.start(ready=False)
-    until(lambda: at_heads(cluster, fault_schema), timeout=30)
+    until(lambda: at_heads(cluster.url, fault_schema), timeout=30)
     other.stop()
     audited_once(cluster, fault_schema)
