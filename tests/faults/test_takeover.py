@@ -104,17 +104,6 @@ def members(cluster: PrivateCluster, schema: str) -> list[Holder]:
         return holders(conn, schema, WORKER, PARTITIONS)
 
 
-def caught_up(cluster: PrivateCluster, schema: str, ledger: MemoryLedger) -> bool:
-    heads = ledger.recorder.heads()
-    with psycopg.connect(cluster.url, autocommit=True) as conn:
-        positions = read_positions(conn, Tables(schema))
-    return all(
-        positions.get((p.name, partition), 0) == head
-        for p in main_projections()
-        for partition, head in heads.items()
-    )
-
-
 def applied_up_to(
     cluster: PrivateCluster, schema: str, heads: dict[int, int], partitions: tuple[int, ...]
 ) -> bool:
@@ -197,7 +186,7 @@ def test_two_processes_split_the_partitions_and_one_takes_over_a_killed_ones(
         )
         time.sleep(1.0)  # the survivor goes on under load
     assert takeover <= TAKEOVER, takeover
-    until(lambda: caught_up(cluster, fault_schema, ledger), timeout=60)
+    until(lambda: at_heads(cluster.url, fault_schema), timeout=60)
     survivor.stop()
     assert len(writes.ids) > 20, "the load saved too little"
     print(f"{len(writes.ids)} memories saved under the kill")  # (-s)
