@@ -34,7 +34,7 @@ BATCH = 5000
 """Ledger events a worker reads and applies together, at most (live, a batch is what arrived
 since the last one). A catch-up's events of one memory (created, changed, suppressed) fold into
 one row write when they share a batch, and each batch costs every projection a transaction:
-5,000 caught up 100k events 40 % faster than 1,000 in one process, 25 % in two
+5,000 caught up 100k events a third to a half faster than 1,000, by one process or two
 (docs/benchmarks.md), and such a batch is applied in well under a second."""
 
 PROBE_LOCK_TIMEOUT = 0.1
