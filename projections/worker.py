@@ -16,7 +16,7 @@ from psycopg_pool import ConnectionPool
 
 from domain.ledger.ledger import MemoryLedger
 from domain.ledger.positions import pack
-from projections.applying import SetAside, apply_batch, set_aside
+from projections.applying import BATCH, SetAside, apply_batch, set_aside
 from projections.base import Projection
 from projections.envelope import Envelope, decode_batch
 from projections.leases import Holder, Leases, holders
@@ -26,16 +26,9 @@ from projections.sealed import register
 from projections.startup import ensure_tables
 from projections.tracking import Tables, read_positions
 
-__all__ = ["BATCH", "PROBE_LOCK_TIMEOUT", "ProjectionStatus", "ProjectionWorker", "ensure_tables"]
+__all__ = ["PROBE_LOCK_TIMEOUT", "ProjectionStatus", "ProjectionWorker", "ensure_tables"]
 
 _log = logging.getLogger(__name__)
-
-BATCH = 5000
-"""Ledger events a worker reads and applies together, at most (live, a batch is what arrived
-since the last one). A catch-up's events of one memory (created, changed, suppressed) fold into
-one row write when they share a batch, and each batch costs every projection a transaction:
-5,000 caught up 100k events a third to a half faster than 1,000, by one process or two
-(docs/benchmarks.md), and such a batch is applied in well under a second."""
 
 PROBE_LOCK_TIMEOUT = 0.1
 """Seconds a projection held back by a lock waits for it when retried: still locked, it costs

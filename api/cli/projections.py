@@ -28,7 +28,8 @@ if TYPE_CHECKING:
 __all__ = ["projections_app"]
 
 BATCH: Final = 5000
-"""Events per transaction of a rebuild, by default (projections/worker.py's BATCH says why)."""
+"""Events per transaction of a rebuild, by default: projections.applying.BATCH (which says why),
+written here so that the CLI starts without importing the projections (a test pins the two)."""
 MIN_BATCH: Final = 50
 PROGRESS_STEPS: Final = 20
 """Batches a rebuild's default batch size aims for at least, above MIN_BATCH events each."""

@@ -31,6 +31,7 @@ from psycopg.sql import SQL, Identifier
 from psycopg_pool import ConnectionPool
 
 from domain.ledger.ledger import MemoryLedger
+from projections.applying import BATCH
 from projections.base import Projection
 from projections.quarantine import QUARANTINE, copy_quarantine, create_quarantine
 from projections.rebuild.distributed import distribute_like_live
@@ -168,7 +169,7 @@ def rebuild(
     schema: str,
     projections: Sequence[Projection],
     *,
-    batch_size: int = 5000,
+    batch_size: int = BATCH,
     progress: Callable[[int], None] | None = None,
     processes: int = PROCESSES,
     lock_timeout: float = 5.0,

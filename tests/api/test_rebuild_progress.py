@@ -12,8 +12,10 @@ from typer.testing import CliRunner
 
 from api.cli import app
 from api.cli.progress import EventProgress
+from api.cli.projections import BATCH as CLI_BATCH
 from domain.ledger.ledger import MemoryLedger
 from domain.model.values import Scope
+from projections.applying import BATCH
 
 
 class Clock:
@@ -85,3 +87,8 @@ def test_a_rebuild_without_a_terminal_writes_lines_that_move(
     assert counts[0] < total and counts[-1] == total, result.stderr  # a small ledger: steps
     assert "memledger: checking against live and swapping in" in result.stderr
     assert "None" not in result.stderr
+
+
+def test_the_clis_default_batch_is_the_projections_batch() -> None:
+    """The CLI keeps its own copy (it starts without importing the projections)."""
+    assert CLI_BATCH == BATCH
