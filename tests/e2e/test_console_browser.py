@@ -420,4 +420,18 @@ def test_the_page_follows_the_change_feed(journey: Callable[..., Journey]) -> No
     assert answer.json()["status"] == "candidate_created", answer.text
     expect(page.locator("li.candidate")).to_have_count(1)
     expect(page.locator("#candidate-count")).to_have_text(t.n("candidates.count", 1))
+
+    # A redraw by the feed keeps the focus where the user (or an accept) left it: on a card's
+    # heading, the same card's heading in the new screen.
+    heading = page.locator("li.candidate h3").first
+    heading.focus()
+    focused = page.evaluate(
+        "document.activeElement.dataset.drawn = 'before'; document.activeElement.id"
+    )
+    second = {"memory_key": "nickname", "content": "Call me Al", "category": "fact"}
+    answer = j.agent.post("/tools/propose_core_memory", json=second | {"scope_type": "global"})
+    assert answer.json()["status"] == "candidate_created", answer.text
+    expect(page.locator("li.candidate")).to_have_count(2)
+    active = page.evaluate("[document.activeElement.id, document.activeElement.dataset.drawn]")
+    assert active == [focused, None]  # the redrawn heading, not the old one, nor the page
     assert j.problems == []

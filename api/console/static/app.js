@@ -88,7 +88,7 @@ const ctx = {
       if (document.querySelector("dialog[open]")) return;
       if (active && active.closest("main") && /^(INPUT|TEXTAREA|SELECT)$/.test(active.tagName)) return;
     }
-    await show(ctx.route, focus || active?.getAttribute("data-focus-key"), { redraw: true });
+    await show(ctx.route, focus, { redraw: true });
   },
 };
 
@@ -112,6 +112,9 @@ async function show(route, focus, { redraw = false } = {}) {
   const screen = h("div", { class: "screen" });
   await VIEWS[route.view](ctx, screen);
   if (seq !== ctx.seq) return;
+  // A redraw keeps the focus where it is when the new screen is swapped in: the user (or the
+  // action that asked for it) may have moved it while the screen's data was on its way.
+  if (redraw && !focus) focus = document.activeElement?.getAttribute("data-focus-key");
   document.getElementById("main").replaceChildren(screen);
   const back = route.view === "memories" && ctx.lastOpened ? `open-${ctx.lastOpened}` : null;
   if (!focusKey(focus) && !(redraw && !focus) && !focusKey(back)) {

@@ -94,7 +94,7 @@ function card(ctx, state, c, index) {
     { class: "card candidate", "aria-labelledby": headingId, "data-candidate": c.candidate_id },
     h(
       "h3",
-      { id: headingId, tabindex: "-1" },
+      { id: headingId, tabindex: "-1", "data-focus-key": headingId },
       h("span", { class: "key" }, keyText(c.proposed_key)),
       " ",
       h("span", { class: `badge op-${c.operation}` }, t(`operation.${c.operation}`)),
