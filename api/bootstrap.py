@@ -2,24 +2,20 @@
 
 from __future__ import annotations
 
-import os
-import secrets
 import sys
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
-from typing import Any, Final
+from typing import Any
 
 from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import ConnectionPool
 
 from api.access_log import AccessLog
+from api.credentials import jwt_secret, master_keyring
 from api.embedded import ensure_schema, start_embedded_postgres
 from api.limits import UserLimits
 from api.metrics import Metrics
 from api.services import Services
 from api.settings import Settings
-from domain.ledger.keyring import KeyringError, MasterKeyring, generate_master_key
 from domain.ledger.ledger import MemoryLedger
 from domain.ledger.persistence.pool import RECONNECT_TIMEOUT, ReadPool, RequestReadPool
 from projections.reads import Reads
@@ -38,7 +34,6 @@ from retrieval.vectors.queue import FairQueue
 from retrieval.vectors.service import EmbeddingService
 
 __all__ = [
-    "MIN_JWT_SECRET_BYTES",
     "build_embedding_worker",
     "build_embeddings",
     "build_ledger",
@@ -47,16 +42,10 @@ __all__ = [
     "build_reranker",
     "build_services",
     "build_worker",
-    "dev_secret",
-    "jwt_secret",
-    "master_keyring",
     "postgres_env",
     "resolve_database_url",
     "warm_search",
 ]
-
-
-MIN_JWT_SECRET_BYTES: Final = 32
 
 
 def resolve_database_url(settings: Settings) -> str:
@@ -88,63 +77,6 @@ def postgres_env(settings: Settings, database_url: str) -> dict[str, str]:
         # Off on purpose: with it, a tailing reader can skip events committed out of order.
         "POSTGRES_ENABLE_DB_FUNCTIONS": "n",
     }
-
-
-def dev_secret(settings: Settings, name: str, make: Callable[[], str]) -> Path:
-    """A secret file under the data folder, generated once (local development only)."""
-    path = settings.data_dir / name
-    if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w") as handle:
-            handle.write(make() + "\n")
-        print(f"memledger: dev mode generated {path}", file=sys.stderr)
-    return path
-
-
-def jwt_secret(settings: Settings) -> str:
-    """The token signing secret (at least 32 bytes); in dev mode a generated one."""
-    if settings.jwt_secret is not None:
-        secret, source = settings.jwt_secret.get_secret_value(), "MEMLEDGER_JWT_SECRET"
-    elif settings.dev:
-        path = dev_secret(settings, "jwt.secret", lambda: secrets.token_urlsafe(32))
-        secret, source = path.read_text().strip(), str(path)
-    else:
-        raise KeyringError(f"MEMLEDGER_JWT_SECRET is required (or use --dev{_dev_hint(settings)})")
-    # HS256 is only as strong as its key: RFC 7518 section 3.2 asks for at least 256 bits.
-    if len(secret.encode()) < MIN_JWT_SECRET_BYTES:
-        raise KeyringError(
-            f"{source} must be at least {MIN_JWT_SECRET_BYTES} bytes "
-            f"(it has {len(secret.encode())}); e.g. `openssl rand -base64 32`"
-        )
-    return secret
-
-
-def master_keyring(settings: Settings) -> MasterKeyring:
-    """The master keys from settings; in dev mode a generated key file under the data folder."""
-    if settings.master_key is not None:
-        return MasterKeyring.from_base64(settings.master_key.get_secret_value().split(","))
-    path = settings.master_key_file
-    if path is None and settings.dev:
-        path = dev_secret(settings, "master.key", generate_master_key)
-    if path is None:
-        raise KeyringError(
-            "no master key: set MEMLEDGER_MASTER_KEY or MEMLEDGER_MASTER_KEY_FILE"
-            f" (or use --dev{_dev_hint(settings)})"
-        )
-    return MasterKeyring.from_base64(_key_lines(path))
-
-
-def _dev_hint(settings: Settings) -> str:
-    """Where `serve --dev` keeps its secrets, when it ran in this data folder."""
-    if (settings.data_dir / "master.key").exists():
-        return f": `serve --dev` keeps its secrets in {settings.data_dir}"
-    return ""
-
-
-def _key_lines(path: Path) -> list[str]:
-    lines = [line.strip() for line in path.read_text().splitlines()]
-    return [line for line in lines if line and not line.startswith("#")]
 
 
 def build_pool(settings: Settings, database_url: str, *, max_size: int = 4) -> ConnectionPool[Any]:

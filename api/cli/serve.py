@@ -51,10 +51,10 @@ def serve(
         build_reranker,
         build_services,
         build_worker,
-        jwt_secret,
         resolve_database_url,
         warm_search,
     )
+    from api.credentials import jwt_secret
     from api.http_protocol import bounded_protocol
     from api.middleware import configure_logging
     from domain.ledger.keyring import KeyringError

@@ -55,7 +55,7 @@ def token(
 
     Exit status 2, nothing printed on stdout, for a value the server would refuse.
     """
-    from api.bootstrap import jwt_secret
+    from api.credentials import jwt_secret
     from api.tokens import mint_token
 
     roles = list(dict.fromkeys(role or []))

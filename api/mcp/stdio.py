@@ -26,10 +26,10 @@ from api.bootstrap import (
     build_reranker,
     build_services,
     build_worker,
-    jwt_secret,
     resolve_database_url,
     warm_search,
 )
+from api.credentials import jwt_secret
 from api.mcp.server import Turn, tools_server
 from api.middleware import configure_logging
 from api.services import Services

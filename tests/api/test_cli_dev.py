@@ -16,10 +16,10 @@ from api.bootstrap import (
     build_embeddings,
     build_ledger,
     build_worker,
-    jwt_secret,
 )
 from api.cli import app
 from api.cli.common import EXIT_BAD_INPUT, EXIT_OK
+from api.credentials import jwt_secret
 from api.settings import Settings
 from api.tokens import verify_token
 from domain.model.values import Scope

@@ -20,7 +20,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from api.app import create_app
-from api.bootstrap import jwt_secret
+from api.credentials import jwt_secret
 from api.services import Services
 from api.settings import Settings
 from domain.ledger.keyring import KeyringError

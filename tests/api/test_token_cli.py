@@ -9,8 +9,8 @@ import jwt
 import pytest
 from typer.testing import CliRunner
 
-from api.bootstrap import jwt_secret
 from api.cli import app
+from api.credentials import jwt_secret
 from api.schemas.tools import tool_specs
 from api.settings import Settings
 from api.tokens import InvalidToken, mint_token, verify_token
