@@ -8,12 +8,13 @@ from projections.base import Projection
 from projections.views.active_memories import ActiveMemories
 from projections.views.audit_log import AuditLog
 from projections.views.candidates import Candidates
-from projections.views.embeddings import Embeddings, PassageEmbedder
+from projections.views.embeddings import Embeddings
 from projections.views.memory_versions import MemoryVersions
 from projections.views.profile import Profile
 from projections.views.search_terms import SearchTerms
 from projections.views.tombstones import Tombstones
 from projections.views.user_revisions import UserRevisions
+from projections.views.vectors import PassageEmbedder
 
 __all__ = ["all_projections", "main_projections", "select"]
 

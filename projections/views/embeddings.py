@@ -24,8 +24,8 @@ from the matrices cached in this process at once (`PassageEmbedder.vectors_forgo
 search never scores with vectors that changed or were deleted.
 
 The embedder is injected (api/bootstrap.py): any `PassageEmbedder`, in production
-`retrieval.vectors.service.EmbeddingService`. The stored encoding of a vector (`to_bytes`,
-`from_bytes`) and the text a memory is embedded from (`passage_text`) are this view's.
+`retrieval.vectors.service.EmbeddingService`. How a vector is stored (`to_bytes`, `from_bytes`)
+and the text a memory is embedded from (`passage_text`): projections/views/vectors.py.
 
 Vectors are personal data derived from content: they live here only, are never logged,
 audited or exported, and go with the memory when it is forgotten. Changing the model needs
@@ -36,11 +36,9 @@ then search uses the vectors it has (of the configured model).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Final, Protocol
+from typing import Any, Final
 from uuid import UUID
 
-import numpy as np
-import numpy.typing as npt
 from psycopg import Connection, Cursor
 from psycopg.sql import SQL, Composed, Literal
 
@@ -56,52 +54,13 @@ from projections.tracking import Tables
 from projections.views._memory_rows import MEMORY_ID
 from projections.views._rows import Column, ReadSource, RowChanges, TableLayout
 from projections.views.search_terms import TABLE_NAME as SEARCH_TERMS
+from projections.views.vectors import PassageEmbedder, Vectors, passage_text, to_bytes
 
-__all__ = [
-    "BACKFILL_BATCH",
-    "COLUMNS",
-    "DTYPE",
-    "STAMPS",
-    "Embeddings",
-    "PassageEmbedder",
-    "Vectors",
-    "from_bytes",
-    "normalised",
-    "open_vector",
-    "passage_text",
-    "stored_vectors",
-    "to_bytes",
-]
+__all__ = ["BACKFILL_BATCH", "COLUMNS", "STAMPS", "Embeddings", "open_vector", "stored_vectors"]
 
-DTYPE: Final = np.dtype("<f4")
-"""Vectors are stored and compared as little-endian float32."""
-
-Vectors = npt.NDArray[np.float32]
 TABLE_NAME: Final = "embeddings"
 STAMPS: Final = "embedding_stamps"
 """Per user, a random stamp renewed whenever their vectors change (the matrix cache's key)."""
-
-
-def passage_text(memory_key: str, content: str) -> str:
-    """What a memory is embedded from: its key's words, then its content."""
-    return f"{memory_key.replace('_', ' ')}: {content}"
-
-
-def to_bytes(vector: Vectors) -> bytes:
-    """The stored form of one vector."""
-    return np.ascontiguousarray(vector, dtype=DTYPE).tobytes()
-
-
-def from_bytes(data: bytes, dim: int) -> Vectors:
-    """Vectors stored back to back (`to_bytes` of each) as a (n, dim) array."""
-    return np.frombuffer(data, dtype=DTYPE).reshape(-1, dim)
-
-
-def normalised(matrix: npt.ArrayLike) -> Vectors:
-    """Rows scaled to unit length (a zero row stays zero), as float32."""
-    array = np.asarray(matrix, dtype=DTYPE)
-    norms = np.linalg.norm(array, axis=-1, keepdims=True)
-    return np.divide(array, norms, out=np.zeros_like(array), where=norms > 0)
 
 
 def open_vector(
@@ -114,32 +73,6 @@ def open_vector(
 
 def _sealed(seal: RowSeal, memory_id: UUID, column: str, vector: Vectors) -> bytes | None:
     return seal.seal_bytes(TABLE_NAME, memory_id, memory_id, column, to_bytes(vector)) or None
-
-
-class PassageEmbedder(Protocol):
-    """What the embeddings view needs of an embedder (failures contained: None, not raised)."""
-
-    @property
-    def model_id(self) -> str | None:
-        """The vector space the vectors are of; None: embeddings are off."""
-        ...
-
-    @property
-    def available(self) -> bool:
-        """False while off or failing."""
-        ...
-
-    def passages(self, texts: Sequence[str]) -> Vectors | None:
-        """One unit vector per text, or None when off or failing."""
-        ...
-
-    def hubness(self, vectors: Vectors) -> Vectors | None:
-        """Each vector's (Latin, CJK) hubness, shape (n, 2), or None when off or failing."""
-        ...
-
-    def vectors_forgotten(self, schema: str, forgotten: Mapping[str, set[UUID]]) -> None:
-        """These memories (user -> ids) were forgotten in `schema`: drop what was derived."""
-        ...
 
 
 BACKFILL_BATCH = 32

@@ -32,7 +32,7 @@ import numpy as np
 
 from domain.model.cjk import is_cjk
 from domain.model.values import normalise_content
-from projections.views.embeddings import Vectors, normalised
+from projections.views.vectors import Vectors, normalised
 
 __all__ = ["CHINESE", "ENGLISH", "TOP_K", "background", "hubness", "is_cjk"]
 

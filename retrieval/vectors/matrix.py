@@ -28,7 +28,7 @@ import numpy as np
 import numpy.typing as npt
 
 from domain.model.values import Scope
-from projections.views.embeddings import DTYPE, Vectors
+from projections.views.vectors import DTYPE, Vectors
 
 __all__ = ["Row", "UserVectors", "VectorKey", "merged", "micros"]
 

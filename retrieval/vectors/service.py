@@ -32,7 +32,7 @@ import numpy as np
 
 from domain import context
 from domain.model.values import normalise_content
-from projections.views.embeddings import (
+from projections.views.vectors import (
     DTYPE,
     Vectors,
     from_bytes,
