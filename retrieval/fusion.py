@@ -109,7 +109,8 @@ class FusedRanker:
     ) -> list[Scored]:
         """Candidates at or above `min_relevance` (default: the threshold), best first; all of
         them, but the dictionary is only consulted where it can lift a memory into the first
-        `limit` (its credit is at most TRANSLATED: the others rank below `limit` rows anyway)."""
+        `limit` (its credit is at most the query's `Evidence.most`, TRANSLATED or less: the
+        others rank below `limit` rows anyway)."""
         w = WEIGHTS
         floor = w.threshold if min_relevance is None else min_relevance
         listing = names_only_categories(query)
@@ -140,18 +141,20 @@ class FusedRanker:
         """Dense scores with the dictionary's credit, of the rows it can lift into the first
         `limit`: best dense first, until a row's score plus the most credit can give ranks
         below the `limit`-th credited score so far (nor any after it, then), and never one
-        more than TRANSLATED below the `limit`-th best dense score. A credit costs a memory's
-        concepts (retrieval/glossary.py): most searches need a few, not all 50 candidates'."""
-        evidence, w = self.dictionary, WEIGHTS
-        if evidence is None or evidence.weight <= 0:
+        more than that most credit below the `limit`-th best dense score (the most is this
+        query's: a memory matching each of its units by the unit's most specific term). A
+        credit costs a memory's concepts (retrieval/glossary.py): most searches need a few,
+        not all 50 candidates'."""
+        evidence = self.dictionary
+        if evidence is None or evidence.most <= 0:
             return {}
         dense = sorted(((d, r) for r, d, _ in found if d is not None), key=lambda p: -p[0])
-        bar = dense[limit - 1][0] - w.translated if len(dense) >= limit else -math.inf
+        bar = dense[limit - 1][0] - evidence.most if len(dense) >= limit else -math.inf
         best: list[float] = []  # the `limit` best credited scores so far (a min-heap)
         credited: dict[UUID, float] = {}
         for score, row in dense:
             if score < bar or (
-                len(best) >= limit and not _may_reach(score + evidence.weight, best[0])
+                len(best) >= limit and not _may_reach(score + evidence.most, best[0])
             ):
                 break
             score += evidence.credit(row.memory_key, row.content)

@@ -197,16 +197,25 @@ class Glossary:
         )
 
 
+def _coverable(units: Iterable[Ranked]) -> float:
+    return _covered(units, None)
+
+
 Ranked = tuple[int, tuple[int, ...], list[tuple[float, str]]]
 """A unit's weight, slots, and (specificity, term) of its terms, most specific first."""
 
 
-def _covered(units: Iterable[Ranked], concepts: Concepts) -> float:
+def _covered(units: Iterable[Ranked], concepts: Concepts | None) -> float:
+    """The share of the query `concepts` cover (`Glossary.coverage`); None: the most any
+    memory can cover, each unit matched by its most specific term."""
     weights: dict[int, int] = {}
     best: dict[int, float] = {}
     for weight, slots, terms in units:
         # the first term that matches is the most specific one matched: the unit's value
-        value = next((s for s, term in terms if _matches(term, concepts)), 0.0)
+        if concepts is None:
+            value = terms[0][0] if terms else 0.0
+        else:
+            value = next((s for s, term in terms if _matches(term, concepts)), 0.0)
         for slot in slots:
             weights[slot] = weight
             best[slot] = max(best.get(slot, 0.0), value)
@@ -222,7 +231,10 @@ class Evidence:
         self.units = glossary.units(query) if glossary is not None and weight > 0 else ()
         self.ranked = glossary.ranked(self.units) if glossary is not None else ()
         self.weight = weight if self.units else 0.0
-        """The most `credit` can give (0 when the query has no unit)."""
+        """The credit of a memory covering the whole query (0 when the query has no unit)."""
+        self.most = self.weight * _coverable(self.ranked)
+        """The most `credit` can give this query: a memory matching each unit's most specific
+        term (less than `weight` when a unit is unknown or its terms are common)."""
         self.wanted = frozenset(t for u in self.units for t in u.terms)
         """The terms a memory can match: what its concepts are narrowed to."""
 

@@ -84,8 +84,9 @@ class HybridSource:
         it. `lexical_revisions`: the lexical candidates and their revisions (each gets its
         score whatever it is, if it has a vector of that revision). Of the others, only the
         rows of those that can rank within `limit` are read: a dense score more than the
-        fusion can add for this query (TRANSLATED with dictionary units, LISTED when it only
-        names categories) below the `limit`-th best cannot.
+        fusion can add for this query (the most its dictionary units can credit,
+        `Evidence.most`, and LISTED when it only names categories) below the `limit`-th best
+        cannot.
         """
         model = self.service.model_id
         if model is None:
@@ -118,7 +119,7 @@ class HybridSource:
             for m, cosine in similar.similarity.items()
         }
         ranked = sorted(scores.values(), reverse=True)
-        lift = dictionary.weight + (WEIGHTS.listed if names_only_categories(query) else 0.0)
+        lift = dictionary.most + (WEIGHTS.listed if names_only_categories(query) else 0.0)
         bar = ranked[limit - 1] - lift if len(ranked) >= limit else -np.inf
         rows = store.rows_of(
             user_id, {m: r for m, r in similar.pending.items() if scores[m] >= bar}, query, hashes

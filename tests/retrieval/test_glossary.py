@@ -166,3 +166,34 @@ def test_a_credit_narrowed_to_the_query_terms_equals_the_whole_memory_s(
 
     assert evidence.credit(key, content) == pytest.approx(WEIGHTS.translated * whole)
     assert glossary.concepts(key, content, evidence.wanted).terms <= evidence.wanted
+
+
+@pytest.mark.parametrize(
+    "query",
+    ["我当哪门课的助教", "老家在哪里", "statistics homework", "when is the deadline", "截止时间"],
+)
+def test_no_memory_gets_more_credit_than_the_query_s_most(query: str) -> None:
+    """`Evidence.most` bounds every credit (the fusion and the dense pool stop on it), and is
+    reached by a memory holding each unit's most specific term."""
+    glossary = shared_glossary()
+    evidence = Evidence(glossary, Query.of(query).normal, WEIGHTS.translated)
+    memories = [
+        ("ta_role", "I am a teaching assistant for statistics."),
+        ("home", "我的老家在哈尔滨。现在住在上海。"),
+        ("goal", "I want to understand biostatistics 统计学."),
+        ("deadline", "The thesis deadline is in May; 截止时间是五月。"),
+        ("unrelated", "Plays the violin on Sundays."),
+    ]
+    best = " ".join(terms[0][1] for _, _, terms in evidence.ranked if terms)
+    most = evidence.credit("best", best)
+
+    assert 0 < evidence.most <= evidence.weight == WEIGHTS.translated
+    assert all(evidence.credit(key, content) <= evidence.most for key, content in memories)
+    assert most == pytest.approx(evidence.most)
+
+
+def test_a_query_with_an_unknown_unit_can_be_credited_less_than_the_whole_weight() -> None:
+    evidence = Evidence(SMALL, "助教 嗯", WEIGHTS.translated)  # 嗯: no dictionary entry here
+
+    assert 0 < evidence.most < evidence.weight
+    assert evidence.credit("ta", "teaching assistant") == pytest.approx(evidence.most)
