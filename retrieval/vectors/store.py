@@ -29,7 +29,8 @@ from domain.model.values import Scope
 from projections.reads import Reads
 from projections.tracking import Tables
 from projections.views.search_terms import READ_COLUMNS as SEARCH_COLUMNS
-from retrieval.fetch import hashed_terms, opened_rows
+from projections.views.search_terms import open_search_rows
+from retrieval.fetch import hashed_terms
 from retrieval.query import Query
 from retrieval.vectors.matrix import UserVectors
 from retrieval.vectors.matrix_cache import MatrixCache
@@ -168,8 +169,10 @@ class VectorReads:
         hashes: Mapping[int, str] | None = None,
     ) -> list[dict[str, Any]]:
         """Search_terms rows of these memories, if still active at the revision scored, opened
-        for ranking `query` as the lexical fetch opens its rows (`hashes`: the query's terms
-        by their stored hashes, `hashed_terms`, when the caller has them)."""
+        for ranking `query` (`open_search_rows`; `hashes`: the query's terms by their stored
+        hashes, `hashed_terms`, when the caller has them). Unlike the lexical fetch's rows,
+        their content is not normalised ahead: a dense candidate is judged lexically only by
+        a listing query, and then once (`judge` normalises it)."""
         if not wanted:
             return []
         statement = _rows_statement(self.t.schema)
@@ -183,4 +186,4 @@ class VectorReads:
         seal = self.t.seal
         if hashes is None:
             hashes = hashed_terms(seal, user_id, query)
-        return opened_rows(rows, seal, hashes, query)
+        return open_search_rows(rows, seal, hashes)
