@@ -197,10 +197,6 @@ class Glossary:
         )
 
 
-def _coverable(units: Iterable[Ranked]) -> float:
-    return _covered(units, None)
-
-
 Ranked = tuple[int, tuple[int, ...], list[tuple[float, str]]]
 """A unit's weight, slots, and (specificity, term) of its terms, most specific first."""
 
@@ -232,7 +228,7 @@ class Evidence:
         self.ranked = glossary.ranked(self.units) if glossary is not None else ()
         self.weight = weight if self.units else 0.0
         """The credit of a memory covering the whole query (0 when the query has no unit)."""
-        self.most = self.weight * _coverable(self.ranked)
+        self.most = self.weight * _covered(self.ranked, None)
         """The most `credit` can give this query: a memory matching each unit's most specific
         term (less than `weight` when a unit is unknown or its terms are common)."""
         self.wanted = frozenset(t for u in self.units for t in u.terms)
