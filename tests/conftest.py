@@ -54,6 +54,24 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 
+@pytest.fixture(autouse=True)
+def _in_its_xdist_group(request: pytest.FixtureRequest) -> None:
+    """On an xdist worker under `--dist loadgroup`, a grouped test's node id ends in its group
+    (`...@faults`): that is how xdist sends a group to one worker. Some pytest and pytest-xdist
+    pairs lose it silently (pytest-dev/pytest-xdist#1386): each worker then starts a Citus
+    cluster of its own and the fault scenarios overlap. Such a test fails here instead."""
+    group = request.node.get_closest_marker("xdist_group")
+    if group is None or not getattr(request.config.option, "loadgroup", False):
+        return  # not grouped, or not on a loadgroup worker (the option is set on workers only)
+    if not request.node.nodeid.endswith(f"@{group.args[0]}"):
+        pytest.fail(
+            f"--dist loadgroup lost this test's xdist group {group.args[0]!r}: this pytest and"
+            " pytest-xdist do not group (pytest-dev/pytest-xdist#1386); install the versions"
+            " pyproject.toml asks for",
+            pytrace=False,
+        )
+
+
 @pytest.fixture(scope="session")
 def database_url() -> str:
     """The server under test: MEMLEDGER_DATABASE_URL, else an embedded one under .memledger/."""
