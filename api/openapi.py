@@ -13,6 +13,7 @@ The bearer security scheme comes from `api.deps` (every operation that needs a t
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from functools import cache, partial
 from pathlib import Path
@@ -21,11 +22,13 @@ from typing import Any, Final
 import fastapi_offline
 from fastapi import FastAPI, Request
 from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
+from fastapi.openapi.utils import get_openapi
 from fastapi.responses import HTMLResponse, Response
 from fastapi.routing import APIRoute
 from fastapi.staticfiles import StaticFiles
 
 from api.openapi_examples import OPERATION_EXAMPLES, SCHEMA_EXAMPLES
+from api.schemas.errors import ErrorBody
 from api.version import CONTRACT_VERSION
 
 __all__ = ["OPERATION_IDS", "document", "mount_docs", "operation_id"]
@@ -158,7 +161,7 @@ def document(app: FastAPI) -> None:
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
-            app.openapi_schema = _with_examples(build())
+            app.openapi_schema = _with_examples(_with_error_body(build()))
             info = app.openapi_schema["info"]  # `version` is the package's (app.py)
             info["x-contract-version"] = CONTRACT_VERSION
             info["description"] = (
@@ -168,6 +171,25 @@ def document(app: FastAPI) -> None:
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]
+
+
+def _with_error_body(spec: dict[str, Any]) -> dict[str, Any]:
+    """The ErrorBody schema that every error response refers to (api/schemas/errors.py), among
+    the others in name order, as FastAPI writes them."""
+    schemas = spec.setdefault("components", {}).setdefault("schemas", {})
+    schemas["ErrorBody"] = copy.deepcopy(_error_body_schema())
+    spec["components"]["schemas"] = dict(sorted(schemas.items()))
+    return spec
+
+
+@cache
+def _error_body_schema() -> dict[str, Any]:
+    """ErrorBody's schema as FastAPI writes a response model's (a one-route document)."""
+
+    def error() -> None: ...  # pragma: no cover - never served
+
+    route = APIRoute("/", error, response_model=ErrorBody)
+    return get_openapi(title="", version="", routes=[route])["components"]["schemas"]["ErrorBody"]
 
 
 def _with_examples(spec: dict[str, Any]) -> dict[str, Any]:

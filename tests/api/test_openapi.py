@@ -1,11 +1,13 @@
 """The OpenAPI document: valid, hand-named operations, bearer security, examples that match
-their schemas, Location on 201; and the request metric's status label, clean JSON logs."""
+their schemas, every error as the JSON error body it is, Location on 201; and the request
+metric's status label, clean JSON logs."""
 
 from __future__ import annotations
 
 import json
 import logging
 import re
+import uuid
 from collections.abc import Callable
 from importlib.metadata import version
 from typing import Any
@@ -109,6 +111,30 @@ def test_every_body_and_main_response_has_an_example_that_fits_its_schema(
                 _validator(spec, {"$ref": f"#/components/schemas/{name}"}).iter_errors(example)
             )
             assert not errors, (name, [e.message for e in errors])
+
+
+@pytest.mark.integration
+def test_every_error_is_documented_as_the_json_error_body_it_is(
+    spec: dict[str, Any], client: TestClient, auth: Auth
+) -> None:
+    documented = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}
+    for method, path, op in operations(spec):
+        errors = {s: r for s, r in op["responses"].items() if s[0] in "45"}
+        assert {"401", "404", "422", "500", "503"} <= set(errors), (method, path)
+        for status, response in errors.items():
+            assert response["content"] == documented, (method, path, status)
+    assert spec["components"]["schemas"]["ErrorBody"]["required"] == ["detail"]
+    for answer in (  # one a route answers, one the validation answers, one of the replay's
+        client.get(f"/me/core-memories/{uuid.uuid4()}", headers=auth()),
+        client.post("/me/core-memories", json={"memory_key": 1}, headers=auth()),
+        client.get("/audit/replay", params={"since": "yesterday"}, headers=auth(roles=["auditor"])),
+    ):
+        assert answer.status_code in (404, 422), answer.text
+        assert answer.headers["content-type"] == "application/json"
+        errors = list(
+            _validator(spec, documented["application/json"]["schema"]).iter_errors(answer.json())
+        )
+        assert not errors, (answer.request.url, [e.message for e in errors])
 
 
 def test_every_201_declares_location(spec: dict[str, Any]) -> None:
