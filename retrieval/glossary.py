@@ -1,7 +1,8 @@
 """Bilingual lexical evidence for hybrid retrieval: English and Chinese met through CC-CEDICT.
 
 `Evidence(shared_glossary(), query.normal, weight).credit(memory_key, content)` is weight x how
-much of the query a memory holds *in the other language too* (`Glossary.coverage`);
+much of the query a memory holds through the dictionary's English glosses (`Glossary.coverage`):
+in the other language, or in its own by a shared gloss (书 and 本, "book");
 retrieval/hybrid.py adds it to the vector relevance of memories that have a vector (it never
 admits a memory on its own). Why a dictionary: docs/retrieval.md.
 
