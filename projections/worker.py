@@ -16,9 +16,9 @@ from psycopg_pool import ConnectionPool
 
 from domain.ledger.ledger import MemoryLedger
 from domain.ledger.positions import pack
-from projections.applying import BATCH, SetAside, apply_batch, set_aside
+from projections.applying import BATCH, SetAside, set_aside
 from projections.base import Projection
-from projections.envelope import Envelope, decode_batch
+from projections.catching_up import CatchUp
 from projections.leases import Holder, Leases, holders
 from projections.progress import Progress
 from projections.quarantine import quarantine_counts
@@ -26,14 +26,9 @@ from projections.sealed import register
 from projections.startup import ensure_tables
 from projections.tracking import Tables, read_positions
 
-__all__ = ["PROBE_LOCK_TIMEOUT", "ProjectionStatus", "ProjectionWorker", "ensure_tables"]
+__all__ = ["ProjectionStatus", "ProjectionWorker", "ensure_tables"]
 
 _log = logging.getLogger(__name__)
-
-PROBE_LOCK_TIMEOUT = 0.1
-"""Seconds a projection held back by a lock waits for it when retried: still locked, it costs
-the others (applied before it) next to nothing."""
-
 
 LEASE_INTERVAL = 0.2
 """Seconds between two renewals of a worker's leases, at most (a turn of its loop renews them
@@ -55,8 +50,10 @@ class ProjectionStatus:
 
 
 class ProjectionWorker:
-    """Applies new ledger events to projections: a batch decoded once, then applied to each
-    projection in a short transaction of its own (projections/applying.py).
+    """Keeps projections caught up with the ledger: follows it live, shares its partitions with
+    the other workers of its group, and applies their new events in batches (each decoded once,
+    then applied to each projection in a short transaction of its own:
+    projections/catching_up.py, projections/applying.py).
 
     Run it in-process (`start()`/`stop()`) or as its own process (`run()`). The workers of one
     `name` (and projections: `group`) over a schema, in any number of processes, share the
@@ -96,11 +93,9 @@ class ProjectionWorker:
         self.projections = list(projections)
         self.tables = Tables(schema)
         register(schema, ledger.mapper.keys)
-        self.batch_size = batch_size
         self.idle_wait = idle_wait
         self.max_backoff = max_backoff
         self.max_restart_wait = max_restart_wait
-        self.lock_timeout = lock_timeout
         self.name = name
         # Where `status()` and `wait()`, called by API requests, read the positions: the
         # API's read pool, so requests never take the connections the worker applies with.
@@ -111,10 +106,20 @@ class ProjectionWorker:
         # What this worker committed, for read-your-writes (`wait`).
         self._progress = Progress(lambda: self.positions(self.status_pool))
         self._aside = SetAside(held_cap=max_restart_wait, failed_cap=max_backoff)
+        self._catching = CatchUp(
+            ledger,
+            pool,
+            self.tables,
+            self.projections,
+            self.positions,
+            batch_size=batch_size,
+            lock_timeout=lock_timeout,
+            aside=self._aside,
+            progress=self._progress,
+            stop=self._stop,
+        )
         self.owned: frozenset[int] = frozenset()
         """The partitions this worker's live loop holds now (`run`; empty when not running)."""
-        self._cut = False  # the last catch-up stopped at its deadline, not caught up
-        self._unread: dict[int, int] = {}  # partition -> the position reported unreadable after
 
     # -- catching up -------------------------------------------------------------------------
 
@@ -174,101 +179,12 @@ class ProjectionWorker:
         until: float | None = None,
     ) -> int:
         """Apply every event not yet applied (in `partitions` only, if given: those this
-        worker holds); returns how many ledger events were read.
-
+        worker holds); returns how many ledger events were read (projections/catching_up.py).
         `interruptible` (the live loop) stops between batches once stop() was called, or once
-        `until` (a monotonic time) passed: the loop then renews its leases and goes on.
-        """
-        runnable = [p for p in (owned or self.projections) if self._may_run(p.name)]
-        recorder = self.ledger.recorder
-        read = 0
-        self._cut = False
-        while runnable and not (interruptible and self._interrupted(until)):
-            heads: dict[int, int] = recorder.heads()  # type: ignore[attr-defined]
-            if partitions is not None:
-                heads = {p: head for p, head in heads.items() if p in partitions}
-            positions = self.positions()
-            progressed = False
-            for partition, head in heads.items():
-                behind = [p for p in runnable if positions.get((p.name, partition), 0) < head]
-                if not behind:
-                    continue
-                start = min(positions.get((p.name, partition), 0) for p in behind)
-                notes = recorder.read_partition(  # type: ignore[attr-defined]
-                    partition, start, self.batch_size
-                )
-                if not notes:
-                    self._report_unread(partition, start, head)
-                    continue
-                self._unread.pop(partition, None)
-                batch = decode_batch(self.ledger.mapper, notes)
-                read += len(batch)
-                progressed = True
-                runnable = self._apply(runnable, batch, positions)
-                self._progress.moved()
-                if not runnable or (interruptible and self._interrupted(until)):
-                    break
-            if not progressed:
-                break
-        return read
-
-    def _report_unread(self, partition: int, after: int, head: int) -> None:
-        """The partition's head is past `after` but reading after it found nothing: its
-        projections cannot move (a read routed to a stale place, on a cluster). Logged once
-        for each position it stays stuck at, so that a stall says where it is."""
-        if self._unread.get(partition) == after:
-            return
-        self._unread[partition] = after
-        _log.warning(
-            "partition %s: its head is at %s but no event after %s could be read;"
-            " its projections wait (retried every turn)",
-            partition,
-            head,
-            after,
+        `until` (a monotonic time) passed."""
+        return self._catching.run(
+            owned, interruptible=interruptible, partitions=partitions, until=until
         )
-
-    def _interrupted(self, until: float | None) -> bool:
-        if self._stop.is_set():
-            return True
-        if until is not None and time.monotonic() >= until:
-            self._cut = True
-            return True
-        return False
-
-    def _apply(
-        self,
-        projections: list[Projection],
-        batch: list[Envelope],
-        positions: dict[tuple[str, int], int],
-    ) -> list[Projection]:
-        """Apply a batch to the projections, each in its own transaction; returns those that
-        are not set aside (those already past it included).
-
-        Those held back lately go last, with a short lock timeout. OperationalError (the
-        database is unwell) propagates: the supervisor backs off and reconnects.
-        """
-        partition, last = batch[-1].partition, batch[-1].local
-        behind = [p for p in projections if positions.get((p.name, partition), 0) < last]
-        held = self._aside.held
-        behind.sort(key=lambda p: p.name in held)  # stable: the others in their order
-        timeouts = {
-            p.name: PROBE_LOCK_TIMEOUT if p.name in held else self.lock_timeout for p in behind
-        }
-
-        def committed(projection: Projection) -> None:
-            self._aside.done(projection.name)
-            self._progress.committed(projection.name, partition, last)
-
-        with self.pool.connection() as conn:
-            applied = apply_batch(
-                conn, behind, self.tables, batch, lock_timeouts=timeouts, committed=committed
-            )
-        for projection, error in applied.held:
-            self._aside.hold_back(projection.name, error)
-        for projection, error in applied.failed:
-            self._aside.failed(projection.name, error)
-        aside = {p.name for p, _ in applied.held + applied.failed}
-        return [p for p in projections if p.name not in aside]
 
     def backfill(
         self,
@@ -278,36 +194,20 @@ class ProjectionWorker:
         partitions: Collection[int] | None = None,
         until: float | None = None,
     ) -> int:
-        """Let the projections fill in what they could not compute, catching up between steps
-        (a forget behind a long backfill is applied after one step); returns the steps' total.
-        A backfill fills rows of every partition: the live loop runs it in one member of the
-        group (the holder of partition 0), catching up its own partitions between steps.
-        """
-        projections = list(owned or self.projections)
-        total = 0
-        while not (interruptible and self._interrupted(until)):
-            done = 0
-            for projection in projections:
-                if not self._may_run(projection.name):
-                    continue
-                with self.pool.connection() as conn:
-                    try:
-                        done += projection.backfill(conn, self.tables)
-                    except Exception as error:
-                        verdict = set_aside(error, conn)
-                        if verdict is None:
-                            raise
-                        self._aside.set_aside(verdict, projection.name, error)
-            if not done:
-                return total
-            total += done
-            self.catch_up(
-                projections, interruptible=interruptible, partitions=partitions, until=until
-            )
-        return total
+        """Let the projections fill in what they could not compute, catching up between steps;
+        returns the steps' total (projections/catching_up.py)."""
+        return self._catching.backfill(
+            owned, interruptible=interruptible, partitions=partitions, until=until
+        )
 
-    def _may_run(self, name: str) -> bool:
-        return self._aside.may_run(name)
+    @property
+    def lock_timeout(self) -> float:
+        """Seconds a projection's transaction waits for a lock before it is held back."""
+        return self._catching.lock_timeout
+
+    @lock_timeout.setter
+    def lock_timeout(self, seconds: float) -> None:
+        self._catching.lock_timeout = seconds
 
     # -- following the ledger ----------------------------------------------------------------
 
@@ -347,7 +247,7 @@ class ProjectionWorker:
                 while not self._stop.is_set():
                     self._turn(leases)
                     self._caught_up = True  # a later failure restarts without the back-off
-                    if self._cut:
+                    if self._catching.cut:
                         continue  # not caught up: renew the leases, then on at once
                     # Sleep until the ledger notifies a commit (or idle_wait passes: the
                     # leases are renewed at least that often).
@@ -362,12 +262,12 @@ class ProjectionWorker:
         renewal), and what is done once per group by the holder of partition 0: the
         projections' backfill and the sweep of due candidates."""
         self.owned = owned = leases.refresh()
-        self._cut = False
+        self._catching.cut = False
         if not owned:
             return  # a standby: more members than partitions
         until = time.monotonic() + min(self.idle_wait, 1.0)
         self.catch_up(interruptible=True, partitions=owned, until=until)
-        if self._cut or 0 not in owned:
+        if self._catching.cut or 0 not in owned:
             return
         self.backfill(interruptible=True, partitions=owned, until=until)
         if any(p.name == "candidates" for p in self.projections):
