@@ -6,7 +6,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -118,6 +118,12 @@ class ProjectionWorker:
             progress=self._progress,
             stop=self._stop,
         )
+        self.catch_up = self._catching.run
+        """`catch_up(owned=None, *, interruptible=False, partitions=None, until=None)`: apply
+        every event not yet applied, returning how many were read (`CatchUp.run`)."""
+        self.backfill = self._catching.backfill
+        """`backfill(...)`, the same arguments: let the projections fill in what they could not
+        compute, catching up between steps (`CatchUp.backfill`)."""
         self.owned: frozenset[int] = frozenset()
         """The partitions this worker's live loop holds now (`run`; empty when not running)."""
 
@@ -169,36 +175,6 @@ class ProjectionWorker:
         with self.pool.connection() as conn:
             counts = quarantine_counts(conn, self.tables)
         return {p.name: counts.get(p.name, 0) for p in self.projections}
-
-    def catch_up(
-        self,
-        owned: Sequence[Projection] | None = None,
-        *,
-        interruptible: bool = False,
-        partitions: Collection[int] | None = None,
-        until: float | None = None,
-    ) -> int:
-        """Apply every event not yet applied (in `partitions` only, if given: those this
-        worker holds); returns how many ledger events were read (projections/catching_up.py).
-        `interruptible` (the live loop) stops between batches once stop() was called, or once
-        `until` (a monotonic time) passed."""
-        return self._catching.run(
-            owned, interruptible=interruptible, partitions=partitions, until=until
-        )
-
-    def backfill(
-        self,
-        owned: Sequence[Projection] | None = None,
-        *,
-        interruptible: bool = False,
-        partitions: Collection[int] | None = None,
-        until: float | None = None,
-    ) -> int:
-        """Let the projections fill in what they could not compute, catching up between steps;
-        returns the steps' total (projections/catching_up.py)."""
-        return self._catching.backfill(
-            owned, interruptible=interruptible, partitions=partitions, until=until
-        )
 
     @property
     def lock_timeout(self) -> float:
