@@ -127,7 +127,7 @@ class ProjectionWorker:
         self.owned: frozenset[int] = frozenset()
         """The partitions this worker's live loop holds now (`run`; empty when not running)."""
 
-    # -- catching up -------------------------------------------------------------------------
+    # -- readings and settings ---------------------------------------------------------------
 
     def positions(self, pool: ConnectionPool[Any] | None = None) -> dict[tuple[str, int], int]:
         """Each (projection, partition)'s position within the partition (missing: 0), read
